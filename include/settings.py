@@ -1,0 +1,79 @@
+"""Typed run settings, built once per process from CLI flags and the environment.
+
+Precedence for every setting: explicit flag, then environment variable, then
+default. Nothing reads the environment anywhere else.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_DATA_ROOT = "./data"
+DEFAULT_SPARK_MASTER = "local[*]"
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+    if value <= 0:
+        raise ValueError(f"{name} must be positive, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_root: Path
+    spark_master: str
+    shuffle_partitions: int
+    # Admission control: at most this many landing files per bronze micro-batch.
+    max_files_per_trigger: int
+    # Lines longer than this (in bytes) are quarantined instead of parsed.
+    max_line_bytes: int
+
+    @classmethod
+    def load(
+        cls,
+        data_root: str | Path | None = None,
+        spark_master: str | None = None,
+    ) -> Settings:
+        root = data_root or os.environ.get("LAKEHOUSE_DATA_ROOT") or DEFAULT_DATA_ROOT
+        return cls(
+            data_root=Path(root).expanduser().resolve(),
+            spark_master=(
+                spark_master or os.environ.get("LAKEHOUSE_SPARK_MASTER") or DEFAULT_SPARK_MASTER
+            ),
+            shuffle_partitions=_env_int("LAKEHOUSE_SHUFFLE_PARTITIONS", os.cpu_count() or 2),
+            max_files_per_trigger=_env_int("LAKEHOUSE_MAX_FILES_PER_TRIGGER", 100),
+            max_line_bytes=_env_int("LAKEHOUSE_MAX_LINE_BYTES", 1024 * 1024),
+        )
+
+    # Layout of the data root (CONTRACT.md section 1).
+    @property
+    def landing(self) -> Path:
+        return self.data_root / "landing"
+
+    @property
+    def lakehouse(self) -> Path:
+        return self.data_root / "lakehouse"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.data_root / "checkpoints"
+
+    @property
+    def reports(self) -> Path:
+        return self.data_root / "reports"
+
+    def table(self, layer: str, name: str) -> Path:
+        """Path of a contract table, e.g. table("bronze", "clicks")."""
+        return self.lakehouse / layer / name
+
+    def checkpoint(self, *parts: str) -> Path:
+        return self.checkpoints.joinpath(*parts)

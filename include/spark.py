@@ -1,0 +1,76 @@
+"""The one place a SparkSession is configured.
+
+Jobs call `get_spark(settings)`; tests call `get_spark(settings, for_tests=True)`.
+Under spark-submit the master comes from spark-submit, otherwise from settings.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from include.settings import Settings
+
+_LOG4J = Path(__file__).with_name("log4j2.properties")
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def session_conf(settings: Settings, for_tests: bool = False) -> dict[str, str]:
+    """Spark configuration for every lakehouse job (exposed for spark-submit and tests)."""
+    conf = {
+        # Event times are UTC by contract; never let the machine's zone leak in.
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J}",
+        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+        # INT96 (Spark's default) is deprecated and misread by some Delta readers;
+        # TIMESTAMP_MICROS writes isAdjustedToUTC=true, which is Delta's `timestamp`.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        "spark.sql.parquet.compression.codec": "snappy",
+        # State: RocksDB keeps state off the JVM heap; changelog checkpointing
+        # uploads only the changes of each micro-batch.
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        # Fixed into each stateful query's checkpoint at its first run.
+        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+        # Keep every micro-batch's progress of a run for the stage summary.
+        "spark.sql.streaming.numRecentProgressUpdates": "10000",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    if for_tests:
+        conf.update(
+            {
+                "spark.ui.enabled": "false",
+                "spark.sql.shuffle.partitions": "2",
+                "spark.default.parallelism": "2",
+                "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
+            }
+        )
+    return conf
+
+
+def get_spark(
+    settings: Settings, app_name: str = "lakehouse", for_tests: bool = False
+) -> SparkSession:
+    # Python workers must use this interpreter (the venv), not the system python.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    # Under spark-submit the JVM is already running (it started this Python and
+    # told it the gateway port) and spark-submit's --master applies.
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(settings.spark_master)
+    for key, value in session_conf(settings, for_tests).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

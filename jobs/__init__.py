@@ -1,0 +1,5 @@
+"""Lakehouse jobs: the transformations and the thin drivers that run them.
+
+Everything Airflow submits is code in this package, run the same way the
+`lakehouse` CLI runs it.
+"""

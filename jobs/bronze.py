@@ -1,0 +1,87 @@
+"""Bronze: landing JSON-lines files to one Delta table per source, plus quarantine.
+
+One `availableNow` query per source with its own checkpoint. The file source
+remembers which files it has read; the Delta sink commits each micro-batch
+once. Accepted lines go to `bronze/<source>`, rejected ones to
+`quarantine/<source>` with the reason, in the same micro-batch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from include.delta import DeltaStreamSink
+from include.settings import Settings
+from jobs.contract import QUARANTINE_SCHEMA, SOURCES, SourceSpec
+from jobs.progress import StageResult, timed
+from jobs.transforms.landing import parse_landing_lines
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+LANDING_FILES = "*.{json,jsonl,gz}"
+
+
+def read_landing(spark: SparkSession, settings: Settings, source: SourceSpec) -> DataFrame:
+    folder = settings.landing / source.name
+    folder.mkdir(parents=True, exist_ok=True)
+    return (
+        spark.readStream.format("text")
+        .option("pathGlobFilter", LANDING_FILES)
+        .option("maxFilesPerTrigger", settings.max_files_per_trigger)
+        # The default (7 days) silently skips files older than the newest seen
+        # one by more than that; a late-arriving old file must still be read.
+        .option("maxFileAge", "36500d")
+        .load(str(folder))
+        .select("value", F.col("_metadata.file_path").alias("_source_file"))
+    )
+
+
+def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpec) -> StageResult:
+    checkpoint = settings.checkpoint("bronze", source.name)
+    bronze = DeltaStreamSink(
+        settings.table("bronze", source.name), source.bronze_schema, checkpoint
+    )
+    quarantine = DeltaStreamSink(
+        settings.table("quarantine", source.name), QUARANTINE_SCHEMA, checkpoint
+    )
+    parsed = (
+        read_landing(spark, settings, source)
+        .transform(parse_landing_lines(source, settings.max_line_bytes))
+        .withColumn("_ingested_at", F.current_timestamp())
+    )
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
+        batch.persist()
+        try:
+            bronze.write(batch.where(F.col("_reject_reason").isNull()), batch_id)
+            quarantine.write(
+                batch.where(F.col("_reject_reason").isNotNull()).withColumnRenamed(
+                    "_reject_reason", "reason"
+                ),
+                batch_id,
+            )
+        finally:
+            batch.unpersist()
+
+    result = StageResult(f"bronze/{source.name}")
+    with timed(result):
+        query = (
+            parsed.writeStream.queryName(f"bronze_{source.name}")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .foreachBatch(write_batch)
+            .start()
+        )
+        query.awaitTermination()
+    progress = query.recentProgress
+    result.rows_in = sum(p.numInputRows for p in progress)
+    result.batches = sum(1 for p in progress if p.numInputRows > 0)
+    result.rows_out = {"bronze": bronze.rows_written, "quarantine": quarantine.rows_written}
+    return result
+
+
+def run_bronze(spark: SparkSession, settings: Settings) -> list[StageResult]:
+    return [run_bronze_source(spark, settings, source) for source in SOURCES.values()]

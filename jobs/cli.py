@@ -1,0 +1,173 @@
+"""The `lakehouse` command (also `python -m jobs`): the one way jobs are run.
+
+The Airflow DAGs submit this same entry point with spark-submit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import sys
+import time
+from collections.abc import Sequence
+
+from include.settings import Settings
+
+EPILOG = """\
+data root: --data-root, else $LAKEHOUSE_DATA_ROOT, else ./data
+environment: LAKEHOUSE_SPARK_MASTER (default local[*]), LAKEHOUSE_SHUFFLE_PARTITIONS,
+             LAKEHOUSE_MAX_FILES_PER_TRIGGER (default 100), LAKEHOUSE_MAX_LINE_BYTES (default 1 MiB)
+"""
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as one clear line, exit code 1."""
+
+
+def _date(text: str) -> dt.datetime:
+    try:
+        day = dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+    return dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1: {text}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lakehouse",
+        description="Incremental lakehouse on Spark and Delta Lake: "
+        "landing -> bronze -> silver -> gold.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--data-root", help="root folder of landing/, lakehouse/, checkpoints/, reports/"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    gen = commands.add_parser(
+        "generate",
+        parents=[common],
+        help="write realistic sample events into landing/",
+        description="Write sample events for all sources into landing/ (deterministic by --seed). "
+        "Rates are fractions of events; see jobs/generate.py for what each means.",
+    )
+    gen.add_argument("--events", type=_positive, required=True, help="number of distinct events")
+    gen.add_argument("--seed", type=int, required=True, help="random seed (same seed, same files)")
+    gen.add_argument(
+        "--start", type=_date, default=_date("2026-11-01"), help="first day (UTC), YYYY-MM-DD"
+    )
+    gen.add_argument("--days", type=int, default=1, help="days the events span (default 1)")
+    gen.add_argument("--out-of-order-rate", type=_rate, default=0.10, help="default 0.10")
+    gen.add_argument("--late-rate", type=_rate, default=0.005, help="default 0.005")
+    gen.add_argument("--duplicate-rate", type=_rate, default=0.02, help="default 0.02")
+    gen.add_argument("--malformed-rate", type=_rate, default=0.005, help="default 0.005")
+    gen.add_argument(
+        "--gzip-rate", type=_rate, default=0.10, help="share of files gzipped, default 0.10"
+    )
+    gen.add_argument(
+        "--file-minutes", type=int, default=60, help="arrival minutes per file (default 60)"
+    )
+    gen.add_argument(
+        "--if-empty", action="store_true", help="do nothing if landing/ already has files"
+    )
+
+    run = commands.add_parser(
+        "run",
+        parents=[common],
+        help="one incremental run of every stage (Trigger.AvailableNow), then exit",
+        description="Process everything that arrived since the last run, exactly once, then stop.",
+    )
+    run.add_argument(
+        "--spark-master", help="Spark master URL (default $LAKEHOUSE_SPARK_MASTER or local[*])"
+    )
+    return parser
+
+
+def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
+    from jobs.generate import GeneratorConfig, generate, landing_is_empty
+
+    if args.if_empty and not landing_is_empty(settings.landing):
+        print(f"landing: {settings.landing} already has files; not generating")
+        return 0
+    config = GeneratorConfig(
+        events=args.events,
+        seed=args.seed,
+        start=args.start,
+        days=args.days,
+        out_of_order_rate=args.out_of_order_rate,
+        late_rate=args.late_rate,
+        duplicate_rate=args.duplicate_rate,
+        malformed_rate=args.malformed_rate,
+        gzip_rate=args.gzip_rate,
+        file_minutes=args.file_minutes,
+    )
+    started = time.perf_counter()
+    summary = generate(config, settings.landing)
+    print(summary.describe())
+    print(f"landing: {settings.landing} ({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    from include.spark import get_spark
+    from jobs.bronze import run_bronze
+
+    started = time.perf_counter()
+    spark = get_spark(settings, app_name="lakehouse-run")
+    startup = time.perf_counter() - started
+    print(f"spark {spark.version} master={spark.sparkContext.master} ({startup:.1f} s)")
+    for result in run_bronze(spark, settings):
+        print(result.summary(), flush=True)
+    print(f"run finished in {time.perf_counter() - started:.1f} s")
+    print(f"tables:      {settings.lakehouse}/{{bronze,quarantine}}/<source>")
+    print(f"checkpoints: {settings.checkpoints}")
+    print(f"reports:     {settings.reports}")
+    return 0
+
+
+COMMANDS = {"generate": cmd_generate, "run": cmd_run}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        settings = Settings.load(
+            data_root=args.data_root, spark_master=getattr(args, "spark_master", None)
+        )
+        return COMMANDS[args.command](args, settings)
+    except (CliError, ValueError, OSError) as error:
+        print(f"lakehouse {args.command}: error: {error}", file=sys.stderr)
+        return 1
+    except Exception as error:
+        # Spark failures (a failed query, a bad checkpoint) arrive here: show
+        # their first lines, not a JVM stack trace.
+        first_lines = "\n".join(str(error).strip().splitlines()[:6])
+        print(
+            f"lakehouse {args.command}: failed: {type(error).__name__}: {first_lines}",
+            file=sys.stderr,
+        )
+        return 1

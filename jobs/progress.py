@@ -1,0 +1,34 @@
+"""What a stage did, as numbers, and the one-line summary printed per stage."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+
+@dataclass
+class StageResult:
+    stage: str
+    rows_in: int = 0
+    rows_out: dict[str, int] = field(default_factory=dict)
+    batches: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        out = ", ".join(f"{rows:,} {table}" for table, rows in self.rows_out.items())
+        rate = f", {self.rows_in / self.seconds:,.0f} rows/s" if self.seconds > 0 else ""
+        return (
+            f"{self.stage:<24} in {self.rows_in:>10,}  out {out}  "
+            f"({self.batches} batch{'es' if self.batches != 1 else ''}, {self.seconds:.1f} s{rate})"
+        )
+
+
+@contextmanager
+def timed(result: StageResult) -> Iterator[StageResult]:
+    started = time.perf_counter()
+    try:
+        yield result
+    finally:
+        result.seconds = time.perf_counter() - started

@@ -1,0 +1,1 @@
+"""Pure DataFrame -> DataFrame transformations, shared by streaming and batch drivers."""

@@ -1,0 +1,134 @@
+"""Parse raw landing lines into typed events, or a reason why not.
+
+Input: one row per line, `value` (the line's bytes as Spark read them) and
+`_source_file`. Output: the source's typed fields, `_reject_reason` (null for
+an accepted line), and `raw` / `raw_base64` for the quarantine.
+
+Every line yields exactly one output row, so lines read = accepted + rejected.
+Checks, in order: UTF-8, size, empty, JSON syntax, JSON object; then every
+field problem is listed (missing or null, wrong type, bad timestamp, unknown
+enum value). Nothing is repaired: a line with any problem is rejected whole.
+The JSON is parsed once into a VARIANT so the JSON type of each field can be
+checked (`from_json` would silently turn the number 5 into the string "5").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs.contract import EVENT_TIME, SourceSpec
+
+# ISO-8601 date-time with seconds and a UTC offset; fractions up to nanoseconds.
+ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
+RAW_PREVIEW_CHARS = 1000
+VALUE_PREVIEW_CHARS = 60
+
+
+def _json_type(path: str) -> Column:
+    """JSON type of a field of `_doc`: STRING, BIGINT, ..., VOID for null, NULL if absent."""
+    return F.expr(f"schema_of_variant(variant_get(_doc, '$.{path}'))")
+
+
+def _preview(column: Column) -> Column:
+    return F.substring(column, 1, VALUE_PREVIEW_CHARS)
+
+
+def _problems(fields: list[tuple[Column, Column]]) -> Column:
+    """`; `-joined messages of the (condition, message) pairs that hold, or null."""
+    messages = F.array_compact(F.array(*[F.when(cond, msg) for cond, msg in fields]))
+    return F.when(F.size(messages) > 0, F.array_join(messages, "; "))
+
+
+def parse_landing_lines(
+    source: SourceSpec, max_line_bytes: int
+) -> Callable[[DataFrame], DataFrame]:
+    names = source.fields
+
+    def transform(lines: DataFrame) -> DataFrame:
+        value = F.col("value")
+        is_utf8 = F.expr("is_valid_utf8(value)")
+        size = F.octet_length(value)
+        line_ok = is_utf8 & (size <= max_line_bytes)
+
+        with_doc = lines.withColumn("_doc", F.when(line_ok, F.expr("try_parse_json(value)")))
+        doc_type = F.expr("schema_of_variant(_doc)")
+        line_reason = (
+            F.when(~is_utf8, F.lit("not valid UTF-8"))
+            .when(
+                size > max_line_bytes,
+                F.format_string(f"line too long: %d bytes (limit {max_line_bytes})", size),
+            )
+            .when(F.trim(value) == "", F.lit("empty line"))
+            .when(F.col("_doc").isNull(), F.lit("not valid JSON (syntax error or duplicate key)"))
+            .when(
+                ~doc_type.startswith("OBJECT"),
+                F.concat(
+                    F.lit("not a JSON object: got "),
+                    F.lower(F.regexp_extract(doc_type, "^[A-Z]+", 0)),
+                ),
+            )
+        )
+
+        types = {name: _json_type(name) for name in names}
+        text = {name: F.expr(f"try_variant_get(_doc, '$.{name}', 'string')") for name in names}
+        missing = {name: types[name].isNull() | (types[name] == "VOID") for name in names}
+        is_string = {name: types[name] == "STRING" for name in names}
+
+        missing_list = F.array_compact(F.array(*[F.when(missing[n], F.lit(n)) for n in names]))
+        event_time = F.expr(
+            f"try_cast(try_variant_get(_doc, '$.{EVENT_TIME}', 'string') AS TIMESTAMP)"
+        )
+        checks: list[tuple[Column, Column]] = [
+            (
+                F.size(missing_list) > 0,
+                F.concat(F.lit("missing required field(s): "), F.array_join(missing_list, ", ")),
+            )
+        ]
+        checks += [
+            (
+                ~missing[n] & ~is_string[n],
+                F.format_string(f"field '{n}' must be a string, got %s", F.lower(types[n])),
+            )
+            for n in names
+        ]
+        checks.append(
+            (
+                is_string[EVENT_TIME]
+                & (~text[EVENT_TIME].rlike(ISO_TIMESTAMP) | event_time.isNull()),
+                F.format_string(
+                    f"bad timestamp in '{EVENT_TIME}': '%s' (expected ISO-8601 with offset, "
+                    "e.g. 2026-11-01T12:34:56.789Z)",
+                    _preview(text[EVENT_TIME]),
+                ),
+            )
+        )
+        for name, allowed in source.enums.items():
+            checks.append(
+                (
+                    is_string[name] & ~text[name].isin(*allowed),
+                    F.format_string(
+                        f"unknown {name} '%s' (expected one of {', '.join(allowed)})",
+                        _preview(text[name]),
+                    ),
+                )
+            )
+        reason = F.coalesce(line_reason, _problems(checks))
+
+        raw = F.when(~is_utf8, F.expr("make_valid_utf8(value)")).otherwise(value)
+        return with_doc.select(
+            *[text[n].alias(n) for n in source.string_fields],
+            event_time.alias(EVENT_TIME),
+            reason.alias("_reject_reason"),
+            F.when(size > max_line_bytes, F.substring(raw, 1, RAW_PREVIEW_CHARS))
+            .otherwise(raw)
+            .alias("raw"),
+            F.when(~is_utf8 & (size <= max_line_bytes), F.base64(value.cast("binary"))).alias(
+                "raw_base64"
+            ),
+            "_source_file",
+        )
+
+    return transform
