@@ -65,9 +65,13 @@ def _latest_version(table_path: str) -> int:
 
 class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str], schema: T.StructType) -> None:
+        # Spark passes option names lower-cased (they are case-insensitive).
+        options = {key.lower(): value for key, value in options.items()}
         self.table_path = str(Path(options["path"]).resolve())
-        self.max_files = int(options.get("maxFilesPerTrigger", DEFAULT_MAX_FILES_PER_TRIGGER))
-        self.skip_change_commits = options.get("skipChangeCommits", "false").lower() == "true"
+        self.max_files = int(options.get("maxfilespertrigger", DEFAULT_MAX_FILES_PER_TRIGGER))
+        if self.max_files < 1:
+            raise ValueError(f"maxFilesPerTrigger must be at least 1, got {self.max_files}")
+        self.skip_change_commits = options.get("skipchangecommits", "false").lower() == "true"
         self.schema = schema
         self.target_version: int | None = None
         self._files_by_version: dict[int, list[DataFile]] = {}

@@ -32,6 +32,11 @@ def _json_type(path: str) -> Column:
     return F.expr(f"schema_of_variant(variant_get(_doc, '$.{path}'))")
 
 
+def _kind(json_type: Column) -> Column:
+    """`object`, `array`, `bigint`, ... without the nested detail of schema_of_variant."""
+    return F.lower(F.regexp_extract(json_type, "^[A-Z]+", 0))
+
+
 def _preview(column: Column) -> Column:
     return F.substring(column, 1, VALUE_PREVIEW_CHARS)
 
@@ -90,7 +95,7 @@ def parse_landing_lines(
         checks += [
             (
                 ~missing[n] & ~is_string[n],
-                F.format_string(f"field '{n}' must be a string, got %s", F.lower(types[n])),
+                F.format_string(f"field '{n}' must be a string, got %s", _kind(types[n])),
             )
             for n in names
         ]

@@ -1,0 +1,107 @@
+"""Test helpers that read tables the way an outside user would."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import gzip
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable, QueryBuilder
+
+from include.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def settings_for(data_root: Path, **overrides: Any) -> Settings:
+    return dataclasses.replace(
+        Settings.load(data_root=data_root), **{"shuffle_partitions": 2, **overrides}
+    )
+
+
+def delta_table(path: Path) -> pa.Table:
+    """The table's current rows, read by delta-rs alone (its DataFusion engine).
+
+    Not `to_pyarrow_table()`: with deltalake 1.6.6 that aborts the interpreter
+    at exit ("terminate called without an active exception", delta-rs #2184).
+    """
+    table = DeltaTable(str(path))
+    return pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
+
+
+def _naive_utc(value: Any) -> Any:
+    """delta-rs returns aware UTC datetimes, Spark's collect() naive UTC ones."""
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value
+
+
+def delta_rows(path: Path, columns: list[str] | None = None) -> Counter[tuple]:
+    """The table's rows as a multiset of tuples, timestamps as naive UTC."""
+    table = delta_table(path)
+    names = columns or table.column_names
+    return Counter(
+        tuple(_naive_utc(row[n]) for n in names) for row in table.select(names).to_pylist()
+    )
+
+
+def delta_count(path: Path) -> int:
+    return delta_table(path).num_rows
+
+
+def read_with_pyarrow_only(table_path: Path) -> pa.Table:
+    """Replay the Delta log by hand (JSON commits) and read the live files with pyarrow.
+
+    Independent of both our code and delta-rs: proves the table is plain Delta.
+    """
+    live: dict[str, dict[str, str]] = {}
+    for commit in sorted((table_path / "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            if "add" in action:
+                live[action["add"]["path"]] = action["add"]["partitionValues"]
+            elif "remove" in action:
+                live.pop(action["remove"]["path"], None)
+    pieces = []
+    for path, partition_values in sorted(live.items()):
+        piece = pq.read_table(table_path / path)
+        for name, value in partition_values.items():
+            piece = piece.append_column(name, pa.array([value] * piece.num_rows, pa.string()))
+        pieces.append(piece)
+    return pa.concat_tables(pieces) if pieces else pa.table({})
+
+
+def landing_lines(landing: Path, source: str) -> list[bytes]:
+    """Every line of every landing file of a source, as Spark's text reader splits them."""
+    lines: list[bytes] = []
+    for file in sorted((landing / source).iterdir()):
+        if file.name.startswith((".", "_")):
+            continue
+        data = file.read_bytes()
+        if file.suffix == ".gz":
+            data = gzip.decompress(data)
+        lines.extend(data.splitlines())
+    return lines
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess:
+    """Run `python -m jobs ...` in a fresh process, as a user or Airflow would."""
+    return subprocess.run(
+        [sys.executable, "-m", "jobs", *args],
+        cwd=REPO,
+        env={**os.environ, "LAKEHOUSE_SHUFFLE_PARTITIONS": "2", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
