@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -93,15 +95,33 @@ def landing_lines(landing: Path, source: str) -> list[bytes]:
     return lines
 
 
-def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: int = 600
-) -> subprocess.CompletedProcess:
-    """Run `python -m jobs ...` in a fresh process, as a user or Airflow would."""
-    return subprocess.run(
+def start_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start `python -m jobs ...` in its own process group, as a user or Airflow would."""
+    return subprocess.Popen(
         [sys.executable, "-m", "jobs", *args],
         cwd=REPO,
         env={**os.environ, "LAKEHOUSE_SHUFFLE_PARTITIONS": "2", **(env or {})},
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
+        start_new_session=True,
     )
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the process and everything it started (the Spark JVM), like a node loss."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess:
+    """Run `python -m jobs ...` to completion; nothing it started outlives it."""
+    process = start_cli(*args, env=env)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    finally:
+        kill_group(process)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
