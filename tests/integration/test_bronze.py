@@ -51,7 +51,10 @@ def test_counts_reconcile_for_malformed_input(spark, settings):
         assert quarantine.num_rows == summary.malformed[source] > 0
         reasons = quarantine.column("reason").to_pylist()
         assert all(reasons), "every quarantined line has a reason"
-        assert all(f.endswith(".jsonl") or f.endswith(".gz") for f in quarantine["_source_file"].to_pylist())
+        assert all(
+            f.endswith(".jsonl") or f.endswith(".gz")
+            for f in quarantine["_source_file"].to_pylist()
+        )
 
 
 def test_a_second_run_with_no_new_files_changes_nothing(spark, settings):

@@ -34,7 +34,9 @@ def tables(root: Path) -> dict[str, Counter]:
             ("quarantine", ["raw", "reason"]),
         ):
             rows = delta_rows(settings.table(layer, source), [*columns, "_source_file"])
-            result[f"{layer}/{source}"] = Counter((*r[:-1], Path(r[-1]).name) for r in rows.elements())
+            result[f"{layer}/{source}"] = Counter(
+                (*r[:-1], Path(r[-1]).name) for r in rows.elements()
+            )
     return result
 
 
@@ -55,9 +57,11 @@ def reference(tmp_path_factory, landing) -> dict[str, Counter]:
     expected = tables(root)
     for source in SOURCES:
         lines = len(landing_lines(landing, source))
-        assert sum(expected[f"bronze/{source}"].values()) + sum(
-            expected[f"quarantine/{source}"].values()
-        ) == lines
+        assert (
+            sum(expected[f"bronze/{source}"].values())
+            + sum(expected[f"quarantine/{source}"].values())
+            == lines
+        )
     return expected
 
 

@@ -1,0 +1,52 @@
+"""The `lakehouse` command as a user runs it: help, errors, exit codes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import run_cli
+
+
+def test_help_lists_the_commands():
+    done = run_cli("--help")
+    assert done.returncode == 0
+    assert "generate" in done.stdout and "run" in done.stdout
+    assert "LAKEHOUSE_DATA_ROOT" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["generate", "--events", "10", "--seed", "1", "--start", "2026-02-30"], "not a date"),
+        (["generate", "--events", "ten", "--seed", "1"], "not an integer"),
+        (["generate", "--events", "10", "--seed", "1", "--late-rate", "2"], "between 0 and 1"),
+        (["generate", "--seed", "1"], "--events"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_clear_message(args, message, tmp_path):
+    done = (
+        run_cli(*args, "--data-root", str(tmp_path)) if args[0] != "frobnicate" else run_cli(*args)
+    )
+    assert done.returncode == 2
+    assert message in done.stderr
+
+
+def test_generate_if_empty_leaves_existing_landing_alone(tmp_path):
+    first = run_cli("generate", "--events", "200", "--seed", "1", "--data-root", str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    assert "files written" in first.stdout
+    second = run_cli(
+        "generate", "--if-empty", "--events", "200", "--seed", "2", "--data-root", str(tmp_path)
+    )
+    assert second.returncode == 0
+    assert "already has files; not generating" in second.stdout
+
+
+def test_run_failure_exits_1_with_a_one_line_reason(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the data root should be")
+    done = run_cli("run", "--data-root", str(blocker))
+    assert done.returncode == 1
+    assert "lakehouse run: error:" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,45 @@
+"""The files that ship the project stay consistent with each other."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from tests.helpers import REPO
+
+
+def pins(path: str) -> dict[str, str]:
+    found = {}
+    for line in (REPO / path).read_text().splitlines():
+        match = re.match(r"^([A-Za-z0-9_.\-]+)==([^\s;#]+)", line)
+        if match:
+            found[match.group(1).lower().replace("_", "-")] = match.group(2)
+    return found
+
+
+def test_lock_pins_every_package_exactly_and_agrees_with_the_top_level_pins():
+    lock = pins("requirements.txt")
+    lines = [
+        line
+        for line in (REPO / "requirements.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert all("==" in line for line in lines), "every locked package has an exact version"
+    for name, version in pins("requirements.in").items():
+        assert lock.get(name) == version, name
+    # pyspark-client installs into pyspark/: a mismatch silently breaks pandas UDFs.
+    assert lock["pyspark"] == lock["pyspark-client"]
+
+
+def test_compose_file_parses_and_mounts_the_data_root():
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    service = compose["services"]["lakehouse"]
+    assert service["environment"]["LAKEHOUSE_DATA_ROOT"] == "/data"
+    assert any(volume.endswith(":/data") for volume in service["volumes"])
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (REPO / "README.md").read_text()
+    assert "make test" in readme
+    assert "make test" in (REPO / ".ci" / "run").read_text()

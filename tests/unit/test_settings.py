@@ -1,0 +1,42 @@
+"""Settings: flag, then environment, then default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from include.settings import Settings
+
+
+def test_defaults(monkeypatch, tmp_path):
+    for name in (
+        "LAKEHOUSE_DATA_ROOT",
+        "LAKEHOUSE_SPARK_MASTER",
+        "LAKEHOUSE_MAX_FILES_PER_TRIGGER",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    settings = Settings.load()
+    assert settings.data_root == tmp_path / "data"
+    assert settings.spark_master == "local[*]"
+    assert settings.max_files_per_trigger == 100
+    assert settings.table("bronze", "clicks") == tmp_path / "data/lakehouse/bronze/clicks"
+    assert settings.checkpoint("bronze", "clicks") == tmp_path / "data/checkpoints/bronze/clicks"
+
+
+def test_environment_overrides_default_and_flag_overrides_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("LAKEHOUSE_DATA_ROOT", str(tmp_path / "env"))
+    monkeypatch.setenv("LAKEHOUSE_SPARK_MASTER", "spark://host:7077")
+    assert Settings.load().data_root == tmp_path / "env"
+    assert Settings.load().spark_master == "spark://host:7077"
+    flagged = Settings.load(data_root=tmp_path / "flag", spark_master="local[2]")
+    assert flagged.data_root == tmp_path / "flag"
+    assert flagged.spark_master == "local[2]"
+
+
+@pytest.mark.parametrize("value", ["many", "0", "-3"])
+def test_bad_numbers_in_the_environment_are_refused(monkeypatch, value):
+    monkeypatch.setenv("LAKEHOUSE_MAX_FILES_PER_TRIGGER", value)
+    with pytest.raises(ValueError, match="LAKEHOUSE_MAX_FILES_PER_TRIGGER"):
+        Settings.load(data_root=Path("/tmp/x"))
