@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import logging
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -19,10 +20,6 @@ data root: --data-root, else $LAKEHOUSE_DATA_ROOT, else ./data
 environment: LAKEHOUSE_SPARK_MASTER (default local[*]), LAKEHOUSE_SHUFFLE_PARTITIONS,
              LAKEHOUSE_MAX_FILES_PER_TRIGGER (default 100), LAKEHOUSE_MAX_LINE_BYTES (default 1 MiB)
 """
-
-
-class CliError(Exception):
-    """A user-facing failure: printed as one clear line, exit code 1."""
 
 
 def _date(text: str) -> dt.datetime:
@@ -159,15 +156,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             data_root=args.data_root, spark_master=getattr(args, "spark_master", None)
         )
         return COMMANDS[args.command](args, settings)
-    except (CliError, ValueError, OSError) as error:
+    except (ValueError, OSError) as error:
         print(f"lakehouse {args.command}: error: {error}", file=sys.stderr)
         return 1
     except Exception as error:
-        # Spark failures (a failed query, a bad checkpoint) arrive here: show
-        # their first lines, not a JVM stack trace.
-        first_lines = "\n".join(str(error).strip().splitlines()[:6])
-        print(
-            f"lakehouse {args.command}: failed: {type(error).__name__}: {first_lines}",
-            file=sys.stderr,
-        )
+        print(f"lakehouse {args.command}: failed: {explain(error)}", file=sys.stderr)
         return 1
+
+
+_PYTHON_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.MULTILINE)
+
+
+def explain(error: BaseException) -> str:
+    """The cause of a failure in one line, not a JVM stack trace.
+
+    A streaming query that failed in Python code (our Delta source or sink)
+    reports it wrapped in Spark's `[STREAM_FAILED] ...` text with the Python
+    traceback inside; the innermost Python error line is the useful part.
+    """
+    text = str(error).strip()
+    inner = _PYTHON_ERROR.findall(text)
+    if inner:
+        name, message = inner[-1]
+        return f"{name.rsplit('.', 1)[-1]}: {message}"
+    first = text.splitlines()[0] if text else ""
+    return f"{type(error).__name__}: {first}"

@@ -50,3 +50,21 @@ def test_run_failure_exits_1_with_a_one_line_reason(tmp_path):
     assert done.returncode == 1
     assert "lakehouse run: error:" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_failed_stream_is_explained_by_its_innermost_python_error():
+    from jobs.cli import explain
+
+    spark_message = (
+        "[STREAM_FAILED] Query [id = 9c8c, runId = 38e9] terminated with exception: "
+        "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source "
+        "perform latestOffset: Traceback (most recent call last):\n"
+        '  File "/work/main/include/delta/source.py", line 143, in latestOffset\n'
+        "include.delta.source.DeltaChangeError: /data/src: version 1 (WRITE) removed 1 data "
+        "file(s); a streaming read follows appends only.\n SQLSTATE: 38000\n=== Streaming Query ==="
+    )
+    assert explain(RuntimeError(spark_message)) == (
+        "DeltaChangeError: /data/src: version 1 (WRITE) removed 1 data file(s); "
+        "a streaming read follows appends only."
+    )
+    assert explain(RuntimeError("plain failure\nmore")) == "RuntimeError: plain failure"
