@@ -21,9 +21,14 @@ _LOG4J = Path(__file__).with_name("log4j2.properties")
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
-def session_conf(settings: Settings, for_tests: bool = False) -> dict[str, str]:
+def session_conf(
+    settings: Settings, for_tests: bool = False, streaming: bool = True
+) -> dict[str, str]:
     """Spark configuration for every lakehouse job (exposed for spark-submit and tests)."""
     conf = {
+        # Spark turns adaptive execution off for stateful queries anyway (with a
+        # warning per query); batch backfills keep it.
+        "spark.sql.adaptive.enabled": str(not streaming).lower(),
         # Event times are UTC by contract; never let the machine's zone leak in.
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J}",
@@ -55,7 +60,10 @@ def session_conf(settings: Settings, for_tests: bool = False) -> dict[str, str]:
 
 
 def get_spark(
-    settings: Settings, app_name: str = "lakehouse", for_tests: bool = False
+    settings: Settings,
+    app_name: str = "lakehouse",
+    for_tests: bool = False,
+    streaming: bool = True,
 ) -> SparkSession:
     # Python workers must use this interpreter (the venv), not the system python.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -69,7 +77,7 @@ def get_spark(
     # told it the gateway port) and spark-submit's --master applies.
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master(settings.spark_master)
-    for key, value in session_conf(settings, for_tests).items():
+    for key, value in session_conf(settings, for_tests, streaming).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

@@ -15,7 +15,8 @@ from pyspark.sql import functions as F
 from include.delta import DeltaStreamSink
 from include.settings import Settings
 from jobs.contract import QUARANTINE_SCHEMA, SOURCES, SourceSpec
-from jobs.progress import StageResult, timed
+from jobs.progress import StageResult
+from jobs.streaming import run_available_now
 from jobs.transforms.landing import parse_landing_lines
 
 if TYPE_CHECKING:
@@ -66,19 +67,7 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpe
         finally:
             batch.unpersist()
 
-    result = StageResult(f"bronze/{source.name}")
-    with timed(result):
-        query = (
-            parsed.writeStream.queryName(f"bronze_{source.name}")
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .foreachBatch(write_batch)
-            .start()
-        )
-        query.awaitTermination()
-    progress = query.recentProgress
-    result.rows_in = sum(p.numInputRows for p in progress)
-    result.batches = sum(1 for p in progress if p.numInputRows > 0)
+    result = run_available_now(f"bronze/{source.name}", parsed, checkpoint, write_batch)
     result.rows_out = {"bronze": bronze.rows_written, "quarantine": quarantine.rows_written}
     return result
 

@@ -131,15 +131,18 @@ def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from include.spark import get_spark
     from jobs.bronze import run_bronze
+    from jobs.gold import run_gold
+    from jobs.silver import run_silver
 
     started = time.perf_counter()
     spark = get_spark(settings, app_name="lakehouse-run")
     startup = time.perf_counter() - started
     print(f"spark {spark.version} master={spark.sparkContext.master} ({startup:.1f} s)")
-    for result in run_bronze(spark, settings):
-        print(result.summary(), flush=True)
+    for stage in (run_bronze, run_silver, run_gold):
+        for result in stage(spark, settings):
+            print(result.summary(), flush=True)
     print(f"run finished in {time.perf_counter() - started:.1f} s")
-    print(f"tables:      {settings.lakehouse}/{{bronze,quarantine}}/<source>")
+    print(f"tables:      {settings.lakehouse}/{{bronze,quarantine,silver,gold}}/<table>")
     print(f"checkpoints: {settings.checkpoints}")
     print(f"reports:     {settings.reports}")
     return 0

@@ -70,3 +70,67 @@ QUARANTINE_SCHEMA = T.StructType(
         T.StructField("_ingested_at", T.TimestampType()),
     ]
 )
+
+# -- silver and gold (CONTRACT.md section 4) -------------------------------------
+# Every silver and gold table carries `event_date`, the UTC date a row belongs
+# to for backfills (section 5), and is partitioned by it: a backfill replaces
+# whole date partitions atomically.
+EVENT_DATE = "event_date"
+SESSION_GAP = dt.timedelta(minutes=30)
+INACTIVITY = dt.timedelta(minutes=60)
+ATTRIBUTION_WINDOW = dt.timedelta(hours=1)
+
+
+def _schema(*fields: tuple[str, T.DataType]) -> T.StructType:
+    return T.StructType(
+        [T.StructField(name, kind) for name, kind in fields]
+        + [T.StructField(EVENT_DATE, T.DateType())]
+    )
+
+
+S, TS, L, D = T.StringType(), T.TimestampType(), T.LongType(), T.DoubleType()
+
+SILVER_SCHEMAS: dict[str, T.StructType] = {
+    spec.name: T.StructType([*spec.event_schema.fields, T.StructField(EVENT_DATE, T.DateType())])
+    for spec in SOURCES.values()
+}
+SILVER_SCHEMAS["ad_attribution"] = _schema(
+    ("impression_id", S),
+    ("ad_id", S),
+    ("campaign_id", S),
+    ("user_id", S),
+    ("impression_time", TS),
+    ("click_id", S),
+    ("click_time", TS),
+)
+SILVER_SCHEMAS["user_sessions"] = _schema(
+    ("session_id", S),
+    ("user_id", S),
+    ("session_start", TS),
+    ("session_end", TS),
+    ("action_count", L),
+    ("end_reason", S),
+)
+GOLD_SCHEMAS: dict[str, T.StructType] = {
+    "ad_performance_hourly": _schema(
+        ("window_start", TS),
+        ("window_end", TS),
+        ("ad_id", S),
+        ("campaign_id", S),
+        ("impressions", L),
+        ("clicks", L),
+        ("ctr", D),
+    ),
+    "actions_10min": _schema(
+        ("window_start", TS), ("window_end", TS), ("action", S), ("actions", L)
+    ),
+    # A current-state table: one row per user, upserted; not partitioned.
+    "user_status": T.StructType(
+        [
+            T.StructField("user_id", S),
+            T.StructField("status", S),
+            T.StructField("last_action", S),
+            T.StructField("last_event_time", TS),
+        ]
+    ),
+}

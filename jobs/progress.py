@@ -15,14 +15,22 @@ class StageResult:
     rows_out: dict[str, int] = field(default_factory=dict)
     batches: int = 0
     seconds: float = 0.0
+    # Stateful queries: input rows dropped as later than the watermark, state
+    # rows held after the run, and the watermark reached.
+    dropped_late: int = 0
+    state_rows: int | None = None
+    watermark: str | None = None
 
     def summary(self) -> str:
         out = ", ".join(f"{rows:,} {table}" for table, rows in self.rows_out.items())
         rate = f", {self.rows_in / self.seconds:,.0f} rows/s" if self.seconds > 0 else ""
-        return (
-            f"{self.stage:<24} in {self.rows_in:>10,}  out {out}  "
+        line = (
+            f"{self.stage:<30} in {self.rows_in:>10,}  out {out}  "
             f"({self.batches} batch{'es' if self.batches != 1 else ''}, {self.seconds:.1f} s{rate})"
         )
+        if self.state_rows is not None:
+            line += f"  late {self.dropped_late:,}, state {self.state_rows:,} rows"
+        return line
 
 
 @contextmanager

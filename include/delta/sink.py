@@ -20,6 +20,7 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from include.delta.files import row_count, write_data_files
 from include.delta.schema import arrow_schema, ensure_table
+from include.delta.writes import merge_upsert
 from include.faults import crash_point
 
 if TYPE_CHECKING:
@@ -43,14 +44,17 @@ class DeltaStreamSink:
     """Commit micro-batches of a streaming query to one Delta table.
 
     Use as `query.foreachBatch(sink)`, or call `sink.write(df, batch_id)` from a
-    foreachBatch function that writes several tables. `rows_written` and
-    `batches_skipped` count what this process did, for progress reports.
+    foreachBatch function that writes several tables. With `merge_keys`, each
+    batch is upserted (MERGE) on those keys instead of appended, for
+    current-state tables. `rows_written` and `batches_skipped` count what this
+    process did, for progress reports.
     """
 
     table_path: Path
     schema: T.StructType
     checkpoint_dir: Path
     partition_by: list[str] = field(default_factory=list)
+    merge_keys: list[str] = field(default_factory=list)
     rows_written: int = 0
     batches_committed: int = 0
     batches_skipped: int = 0
@@ -71,6 +75,9 @@ class DeltaStreamSink:
         self.write(batch, batch_id)
 
     def write(self, batch: DataFrame, batch_id: int) -> None:
+        if self.merge_keys:
+            self._merge(batch, batch_id)
+            return
         table = DeltaTable(str(self.table_path))
         committed = table.transaction_version(self.app_id)
         if committed is not None and committed >= batch_id:
@@ -96,4 +103,20 @@ class DeltaStreamSink:
         )
         crash_point("sink.after_commit")
         self.rows_written += row_count(actions)
+        self.batches_committed += 1
+
+    def _merge(self, batch: DataFrame, batch_id: int) -> None:
+        metrics = merge_upsert(
+            batch.select(*self.schema.names),
+            self.table_path,
+            self.merge_keys,
+            app_id=self.app_id,
+            version=batch_id,
+        )
+        if metrics.get("skipped"):
+            self.batches_skipped += 1
+            return
+        self.rows_written += metrics.get("num_target_rows_inserted", 0) + metrics.get(
+            "num_target_rows_updated", 0
+        )
         self.batches_committed += 1

@@ -244,7 +244,9 @@ def read_stream(
     skip_change_commits: bool = False,
 ) -> DataFrame:
     """A streaming DataFrame of every row appended to the Delta table."""
-    spark.dataSource.register(DeltaStreamDataSource)
+    if not getattr(spark, "_lakehouse_delta_registered", False):
+        spark.dataSource.register(DeltaStreamDataSource)
+        spark._lakehouse_delta_registered = True  # type: ignore[attr-defined]
     options: dict[str, Any] = {
         "path": str(Path(table_path).resolve()),
         "skipChangeCommits": str(skip_change_commits).lower(),

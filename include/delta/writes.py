@@ -121,6 +121,8 @@ def merge_upsert(
     if len(set(key_columns)) != len(key_columns):
         raise ValueError(f"duplicate merge keys {key_columns}")
     source = df.toArrow().cast(arrow_schema(df.schema))
+    if source.num_rows == 0:
+        return {"num_target_rows_updated": 0, "num_target_rows_inserted": 0}
     predicate = " AND ".join(f"target.`{key}` = source.`{key}`" for key in key_columns)
     metrics = (
         table.merge(

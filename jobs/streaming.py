@@ -1,0 +1,45 @@
+"""Run one `Trigger.AvailableNow` query to completion and report what it did."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jobs.progress import StageResult, timed
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+BatchWriter = Callable[["DataFrame", int], None]
+
+
+def run_available_now(
+    name: str,
+    frame: DataFrame,
+    checkpoint: Path,
+    write_batch: BatchWriter,
+    output_mode: str = "append",
+) -> StageResult:
+    """Process everything available now, in micro-batches, then stop."""
+    result = StageResult(name)
+    with timed(result):
+        query = (
+            frame.writeStream.queryName(name.replace("/", "_"))
+            .option("checkpointLocation", str(checkpoint))
+            .outputMode(output_mode)
+            .trigger(availableNow=True)
+            .foreachBatch(write_batch)
+            .start()
+        )
+        query.awaitTermination()
+    progress = query.recentProgress
+    result.rows_in = sum(p.numInputRows for p in progress)
+    result.batches = sum(1 for p in progress if p.numInputRows > 0)
+    operators = [op for p in progress for op in p.stateOperators]
+    result.dropped_late = sum(op.numRowsDroppedByWatermark for op in operators)
+    if progress:
+        last = progress[-1]
+        result.state_rows = sum(op.numRowsTotal for op in last.stateOperators)
+        result.watermark = last.eventTime.get("watermark")
+    return result

@@ -1,0 +1,268 @@
+"""Event-time semantics of the streaming transforms, as Spark's own suites test them.
+
+Each test feeds rows into Delta tables step by step; after each step an
+`availableNow` run processes what arrived, with state and watermark carried
+in the checkpoint between runs, as in production.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import write_deltalake
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from include.delta import DeltaStreamSink, read_stream
+from include.delta.schema import arrow_schema, ensure_table
+from jobs.contract import GOLD_SCHEMAS, SILVER_SCHEMAS, SOURCES
+from jobs.progress import StageResult
+from jobs.streaming import run_available_now
+from jobs.transforms.gold import actions_per_window
+from jobs.transforms.silver import attribute_clicks, dedupe_events
+from jobs.transforms.user_state import sessionize_user_actions, track_user_status
+from tests.helpers import delta_rows
+
+T0 = dt.datetime(2026, 11, 1, 10, 0)
+_ids = itertools.count()
+
+
+def at(minutes: float) -> dt.datetime:
+    return T0 + dt.timedelta(minutes=minutes)
+
+
+class Harness:
+    """Input Delta tables -> transform -> output Delta table, one availableNow run per step."""
+
+    def __init__(
+        self,
+        spark,
+        root: Path,
+        inputs: dict[str, T.StructType],
+        build: Callable[[dict[str, DataFrame]], DataFrame],
+        output_schema: T.StructType,
+        merge_keys: list[str] | None = None,
+    ) -> None:
+        self.spark, self.root, self.inputs = spark, root, inputs
+        self.output = root / "output"
+        for name, schema in inputs.items():
+            ensure_table(root / name, schema)
+        frames = {name: read_stream(spark, root / name) for name in inputs}
+        self.frame = build(frames)
+        self.sink = DeltaStreamSink(
+            self.output, output_schema, root / "checkpoint", merge_keys=merge_keys or []
+        )
+        self.output_mode = "update" if merge_keys else "append"
+
+    def add(self, name: str, rows: list[dict]) -> Harness:
+        schema = self.inputs[name]
+        table = pa.Table.from_pylist(
+            [{field: row.get(field) for field in schema.names} for row in rows]
+        )
+        write_deltalake(str(self.root / name), table.cast(arrow_schema(schema)), mode="append")
+        return self
+
+    def run(self) -> StageResult:
+        return run_available_now(
+            "test", self.frame, self.root / "checkpoint", self.sink, self.output_mode
+        )
+
+    def rows(self, *columns: str) -> set[tuple]:
+        if not (self.output / "_delta_log").exists():
+            return set()
+        found = delta_rows(self.output, list(columns))
+        assert all(count == 1 for count in found.values()), f"duplicates in output: {found}"
+        return set(found)
+
+
+def with_date(row: dict, time_field: str = "event_time") -> dict:
+    return {**row, "event_date": row[time_field].date()}
+
+
+def impression(impression_id: str, minutes: float) -> dict:
+    return with_date(
+        {
+            "impression_id": impression_id,
+            "ad_id": "ad-1",
+            "campaign_id": "c-1",
+            "user_id": "u-1",
+            "event_time": at(minutes),
+        }
+    )
+
+
+def click(impression_id: str, minutes: float, click_id: str | None = None) -> dict:
+    return with_date(
+        {
+            "click_id": click_id or f"k{next(_ids)}",
+            "impression_id": impression_id,
+            "ad_id": "ad-1",
+            "user_id": "u-1",
+            "event_time": at(minutes),
+        }
+    )
+
+
+def user_action(minutes: float, action: str = "view", user: str = "u-1") -> dict:
+    return with_date(
+        {"event_id": f"e{next(_ids)}", "user_id": user, "action": action, "event_time": at(minutes)}
+    )
+
+
+BRONZE_IMPRESSIONS = SOURCES["impressions"].bronze_schema
+
+
+def bronze(row: dict) -> dict:
+    return {**row, "_ingested_at": at(0), "_source_file": "f.jsonl"}
+
+
+# -- deduplication ------------------------------------------------------------------------
+
+
+def test_dedup_drops_redeliveries_and_events_later_than_the_watermark(spark, tmp_path):
+    h = Harness(
+        spark,
+        tmp_path,
+        {"bronze": BRONZE_IMPRESSIONS},
+        lambda f: f["bronze"].transform(dedupe_events(SOURCES["impressions"])),
+        SILVER_SCHEMAS["impressions"],
+    )
+    h.add(
+        "bronze",
+        [bronze(impression("a", 0)), bronze(impression("a", 0)), bronze(impression("b", 5))],
+    )
+    h.run()
+    assert h.rows("impression_id") == {("a",), ("b",)}
+
+    # A redelivery of "a" within the watermark (2 h): dropped as a duplicate.
+    h.add("bronze", [bronze(impression("a", 0)), bronze(impression("c", 180))])
+    h.run()
+    assert h.rows("impression_id") == {("a",), ("b",), ("c",)}
+
+    # Max event time 3:00 -> watermark 1:00; "d" at 0:30 is late: dropped, counted.
+    h.add("bronze", [bronze(impression("d", 30)), bronze(impression("e", 170))])
+    result = h.run()
+    assert h.rows("impression_id") == {("a",), ("b",), ("c",), ("e",)}
+    assert result.dropped_late == 1
+
+
+# -- windows ------------------------------------------------------------------------------
+
+
+def test_sliding_windows_are_written_only_after_the_watermark_passes_their_end(spark, tmp_path):
+    h = Harness(
+        spark,
+        tmp_path,
+        {"actions": SILVER_SCHEMAS["user_actions"]},
+        lambda f: actions_per_window(f["actions"]),
+        GOLD_SCHEMAS["actions_10min"],
+    )
+    h.add("actions", [user_action(1), user_action(2), user_action(7)])
+    h.run()
+    # Watermark = 10:07 - 10 min: no window can be final yet.
+    assert h.rows("window_start") == set()
+
+    h.add("actions", [user_action(25)])
+    h.run()
+    # Watermark 10:15: windows ending at or before it are final.
+    assert h.rows("window_start", "window_end", "action", "actions") == {
+        (at(-5), at(5), "view", 2),
+        (at(0), at(10), "view", 3),
+        (at(5), at(15), "view", 1),
+    }
+
+
+# -- attribution join ---------------------------------------------------------------------
+
+
+def attribution_harness(spark, root: Path) -> Harness:
+    return Harness(
+        spark,
+        root,
+        {"impressions": SILVER_SCHEMAS["impressions"], "clicks": SILVER_SCHEMAS["clicks"]},
+        lambda f: attribute_clicks(f["impressions"], f["clicks"]),
+        SILVER_SCHEMAS["ad_attribution"],
+    )
+
+
+def test_click_exactly_one_hour_later_matches_one_minute_more_does_not(spark, tmp_path):
+    h = attribution_harness(spark, tmp_path)
+    h.add("impressions", [impression("on-time", 0), impression("too-late", 0)])
+    h.add("clicks", [click("on-time", 60, "k-60"), click("too-late", 61, "k-61")])
+    h.run()
+    assert ("on-time", "k-60") in h.rows("impression_id", "click_id")
+    assert not any(row[1] == "k-61" for row in h.rows("impression_id", "click_id"))
+
+
+def test_unmatched_impressions_wait_until_no_click_can_come(spark, tmp_path):
+    h = attribution_harness(spark, tmp_path)
+    h.add("impressions", [impression("lonely", 0), impression("clicked", 0)])
+    h.add("clicks", [click("clicked", 10, "k1")])
+    h.run()
+    assert h.rows("impression_id", "click_id") == {("clicked", "k1")}
+
+    # Time moves on (impressions at 3:00, clicks at 3:00): clicks watermark 0:00,
+    # still within the hour after "lonely": a click could still come.
+    h.add("impressions", [impression("later", 180)]).add("clicks", [click("later", 180)])
+    h.run()
+    assert ("lonely", None) not in h.rows("impression_id", "click_id")
+
+    # Both watermarks past 1:00 (clicks at 4:30 -> 1:30): no click can match any more.
+    h.add("impressions", [impression("later2", 270)]).add("clicks", [click("later2", 270)])
+    h.run()
+    assert ("lonely", None) in h.rows("impression_id", "click_id")
+    assert ("clicked", None) not in h.rows("impression_id", "click_id")
+
+
+# -- sessions and status ------------------------------------------------------------------
+
+
+def test_session_times_out_only_when_the_watermark_passes(spark, tmp_path):
+    h = Harness(
+        spark,
+        tmp_path,
+        {"actions": SILVER_SCHEMAS["user_actions"]},
+        lambda f: f["actions"].transform(sessionize_user_actions()),
+        SILVER_SCHEMAS["user_sessions"],
+    )
+    h.add("actions", [user_action(0, "login"), user_action(5), user_action(20, "logout", "u-2")])
+    h.run()
+    assert h.rows("user_id") == set()
+
+    # Another user's action at 0:40 -> watermark 0:30: u-2's logout (0:20) is
+    # final; u-1's last action + 30 min = 0:35 is not passed yet.
+    h.add("actions", [user_action(40, user="u-3")])
+    h.run()
+    assert h.rows("user_id", "end_reason", "action_count") == {("u-2", "logout", 1)}
+
+    h.add("actions", [user_action(46, user="u-3")])
+    h.run()
+    assert ("u-1", "timeout", 2) in h.rows("user_id", "end_reason", "action_count")
+    assert h.rows("user_id", "session_start", "session_end") >= {("u-1", at(0), at(5))}
+
+
+def test_user_status_is_upserted_and_turns_inactive_after_an_hour(spark, tmp_path):
+    h = Harness(
+        spark,
+        tmp_path,
+        {"actions": SILVER_SCHEMAS["user_actions"]},
+        lambda f: f["actions"].transform(track_user_status()),
+        GOLD_SCHEMAS["user_status"],
+        merge_keys=["user_id"],
+    )
+    h.add("actions", [user_action(0, "login"), user_action(1, "logout", "u-2")])
+    h.run()
+    assert h.rows("user_id", "status") == {("u-1", "active"), ("u-2", "offline")}
+
+    h.add("actions", [user_action(75, "view", "u-3")])
+    h.run()
+    # Watermark 1:05 passed u-1's last action + 60 min; u-2 stays offline.
+    assert h.rows("user_id", "status") == {
+        ("u-1", "inactive"),
+        ("u-2", "offline"),
+        ("u-3", "active"),
+    }
