@@ -8,6 +8,7 @@ once. Accepted lines go to `bronze/<source>`, rejected ones to
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -72,5 +73,6 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpe
     return result
 
 
-def run_bronze(spark: SparkSession, settings: Settings) -> list[StageResult]:
-    return [run_bronze_source(spark, settings, source) for source in SOURCES.values()]
+def run_bronze(spark: SparkSession, settings: Settings) -> Iterator[StageResult]:
+    for source in SOURCES.values():
+        yield run_bronze_source(spark, settings, source)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from include.delta import read_stream
@@ -17,23 +18,23 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-def run_gold(spark: SparkSession, settings: Settings) -> list[StageResult]:
+def run_gold(spark: SparkSession, settings: Settings) -> Iterator[StageResult]:
     def silver(table: str) -> DataFrame:
-        return read_stream(spark, settings.table("silver", table))
+        # A backfill replaces silver partitions and recomputes what is downstream
+        # itself: streams of silver tables skip such commits.
+        return read_stream(spark, settings.table("silver", table), skip_change_commits=True)
 
     # The attribution join and both hourly aggregations run in one query, so
     # Spark carries the watermark from the join into the windows.
     attribution = attribute_clicks(silver(IMPRESSIONS.name), silver(CLICKS.name))
-    return [
-        write_table(settings, "gold", "ad_performance_hourly", ad_performance_hourly(attribution)),
-        write_table(
-            settings, "gold", "actions_10min", actions_per_window(silver(USER_ACTIONS.name))
-        ),
-        write_table(
-            settings,
-            "gold",
-            "user_status",
-            silver(USER_ACTIONS.name).transform(track_user_status()),
-            merge_keys=["user_id"],
-        ),
-    ]
+    yield write_table(settings, "gold", "ad_performance_hourly", ad_performance_hourly(attribution))
+    yield write_table(
+        settings, "gold", "actions_10min", actions_per_window(silver(USER_ACTIONS.name))
+    )
+    yield write_table(
+        settings,
+        "gold",
+        "user_status",
+        silver(USER_ACTIONS.name).transform(track_user_status()),
+        merge_keys=["user_id"],
+    )

@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -20,6 +21,8 @@ class StageResult:
     dropped_late: int = 0
     state_rows: int | None = None
     watermark: str | None = None
+    # Spark's progress of each micro-batch (JSON), for the event log.
+    progress: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def summary(self) -> str:
         out = ", ".join(f"{rows:,} {table}" for table, rows in self.rows_out.items())

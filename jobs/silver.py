@@ -6,6 +6,7 @@ stream and has its own checkpoint under `checkpoints/silver/<table>`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from include.delta import DeltaStreamSink, read_stream
@@ -55,31 +56,26 @@ def write_table(
     return result
 
 
-def run_silver(spark: SparkSession, settings: Settings) -> list[StageResult]:
+def run_silver(spark: SparkSession, settings: Settings) -> Iterator[StageResult]:
     def bronze(source: str) -> DataFrame:
         return read_stream(spark, settings.table("bronze", source))
 
     def silver(table: str) -> DataFrame:
-        return read_stream(spark, settings.table("silver", table))
+        # A backfill replaces silver partitions and recomputes what is downstream
+        # itself: streams of silver tables skip such commits.
+        return read_stream(spark, settings.table("silver", table), skip_change_commits=True)
 
-    results = [
-        write_table(settings, "silver", name, bronze(name).transform(dedupe_events(spec)))
-        for name, spec in SOURCES.items()
-    ]
-    results.append(
-        write_table(
-            settings,
-            "silver",
-            "ad_attribution",
-            attribute_clicks(silver(IMPRESSIONS.name), silver(CLICKS.name)),
-        )
+    for name, spec in SOURCES.items():
+        yield write_table(settings, "silver", name, bronze(name).transform(dedupe_events(spec)))
+    yield write_table(
+        settings,
+        "silver",
+        "ad_attribution",
+        attribute_clicks(silver(IMPRESSIONS.name), silver(CLICKS.name)),
     )
-    results.append(
-        write_table(
-            settings,
-            "silver",
-            "user_sessions",
-            silver(USER_ACTIONS.name).transform(sessionize_user_actions()),
-        )
+    yield write_table(
+        settings,
+        "silver",
+        "user_sessions",
+        silver(USER_ACTIONS.name).transform(sessionize_user_actions()),
     )
-    return results

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +35,7 @@ def run_available_now(
         )
         query.awaitTermination()
     progress = query.recentProgress
+    result.progress = [json.loads(p.json) for p in progress]
     result.rows_in = sum(p.numInputRows for p in progress)
     result.batches = sum(1 for p in progress if p.numInputRows > 0)
     operators = [op for p in progress for op in p.stateOperators]

@@ -81,8 +81,7 @@ class DeltaStreamSink:
         table = DeltaTable(str(self.table_path))
         committed = table.transaction_version(self.app_id)
         if committed is not None and committed >= batch_id:
-            log.info("%s: batch %d already committed, skipping", self.table_path, batch_id)
-            self.batches_skipped += 1
+            self._skip(batch, batch_id)
             return
         actions = write_data_files(
             batch.select(*self.schema.names), self.table_path, self.partition_by
@@ -105,6 +104,16 @@ class DeltaStreamSink:
         self.rows_written += row_count(actions)
         self.batches_committed += 1
 
+    def _skip(self, batch: DataFrame, batch_id: int) -> None:
+        """A replayed batch this table already holds: run it, write nothing.
+
+        Stateful operators upstream must still execute the batch so their state
+        stores commit its version (Spark checks that every store committed).
+        """
+        log.info("%s: batch %d already committed, skipping", self.table_path, batch_id)
+        batch.write.format("noop").mode("overwrite").save()
+        self.batches_skipped += 1
+
     def _merge(self, batch: DataFrame, batch_id: int) -> None:
         metrics = merge_upsert(
             batch.select(*self.schema.names),
@@ -114,7 +123,7 @@ class DeltaStreamSink:
             version=batch_id,
         )
         if metrics.get("skipped"):
-            self.batches_skipped += 1
+            self._skip(batch, batch_id)
             return
         self.rows_written += metrics.get("num_target_rows_inserted", 0) + metrics.get(
             "num_target_rows_updated", 0

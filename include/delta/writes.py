@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deltalake import CommitProperties, DeltaTable, Transaction
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.transaction import AddAction, RemoveAction
 
 from include.delta.files import row_count, write_data_files
@@ -95,6 +96,29 @@ def replace_partitions(
         commit_properties=_commit_properties(None, None, "REPLACE PARTITIONS"),
     )
     return row_count(actions)
+
+
+def replace_table(df: DataFrame, table_path: str | Path) -> int:
+    """Atomically replace an unpartitioned table's rows with `df` (one commit)."""
+    path = Path(table_path)
+    ensure_table(path, df.schema)
+    table = DeltaTable(str(path))
+    if table.metadata().partition_columns:
+        raise ValueError(f"{path} is partitioned: replace its partitions instead")
+    actions = write_data_files(df, path, [])
+    commit: list[AddAction | RemoveAction] = list(actions)
+    table.create_write_transaction(
+        commit,
+        mode="overwrite",
+        schema=arrow_schema(df.schema),
+        commit_properties=_commit_properties(None, None, "REPLACE TABLE"),
+    )
+    return row_count(actions)
+
+
+def append_rows(table_path: str | Path, rows: pa.Table) -> None:
+    """Append a small Arrow table from the driver (logs and metadata, not data)."""
+    write_deltalake(str(table_path), rows, mode="append")
 
 
 def merge_upsert(

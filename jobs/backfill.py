@@ -1,0 +1,163 @@
+"""Batch driver: recompute silver and gold for a date range from bronze.
+
+The same transforms as the streaming queries, run over bronze snapshots, with
+the closing rules applied to given watermarks:
+
+- `backfill`: each source's watermark is the largest event time in its whole
+  bronze table minus its delay (CONTRACT.md section 5), so a backfill of any
+  range closes exactly what a backfill of everything closes. Each table's
+  date partitions in the range are replaced atomically (`gold/user_status`,
+  a current-state table, is replaced whole).
+- `parity` (jobs/parity.py) uses the watermarks the streaming queries reached.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from include.delta import read_snapshot, replace_partitions
+from include.delta.writes import replace_table
+from include.settings import Settings
+from jobs.contract import CLICKS, EVENT_DATE, EVENT_TIME, IMPRESSIONS, SOURCES, USER_ACTIONS
+from jobs.progress import StageResult, timed
+from jobs.transforms.closing import ATTRIBUTION_US, close_unmatched_impressions, close_windows
+from jobs.transforms.gold import actions_per_window, ad_performance_hourly
+from jobs.transforms.silver import attribute_clicks, dedupe_events
+from jobs.transforms.user_state import sessionize_user_actions, track_user_status
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+MAX_BACKFILL_DAYS = 366
+# (layer, table) in dependency order; the query whose watermark closes it.
+TABLES = [
+    ("silver", "impressions"),
+    ("silver", "clicks"),
+    ("silver", "user_actions"),
+    ("silver", "ad_attribution"),
+    ("silver", "user_sessions"),
+    ("gold", "ad_performance_hourly"),
+    ("gold", "actions_10min"),
+    ("gold", "user_status"),
+]
+
+
+@dataclass(frozen=True)
+class DateRange:
+    start: dt.date
+    end: dt.date
+
+    def __post_init__(self) -> None:
+        if self.start > self.end:
+            raise ValueError(f"start {self.start} is after end {self.end}")
+        if (self.end - self.start).days + 1 > MAX_BACKFILL_DAYS:
+            raise ValueError(f"a backfill covers at most {MAX_BACKFILL_DAYS} days")
+
+    @property
+    def dates(self) -> list[dt.date]:
+        return [self.start + dt.timedelta(days=n) for n in range((self.end - self.start).days + 1)]
+
+
+@dataclass(frozen=True)
+class Watermarks:
+    """Watermark (epoch ms) of each query that closes rows, None if it saw no data."""
+
+    ad_attribution: int | None
+    user_sessions: int | None
+    ad_performance_hourly: int | None
+    actions_10min: int | None
+    user_status: int | None
+
+
+# Spark's watermark before a query has seen any data.
+NO_WATERMARK = 0
+
+
+def bronze_watermarks(spark: SparkSession, settings: Settings) -> Watermarks:
+    """Per source: largest bronze event time (ms, as Spark keeps it) minus the delay."""
+    source_ms: dict[str, int | None] = {}
+    for name, spec in SOURCES.items():
+        largest = (
+            read_snapshot(spark, settings.table("bronze", name))
+            .agg(F.max(F.unix_micros(EVENT_TIME)))
+            .first()
+        )
+        micros = largest[0] if largest else None
+        delay_ms = int(spec.watermark.total_seconds() * 1000)
+        source_ms[name] = None if micros is None else micros // 1000 - delay_ms
+    # A query over both sources follows the slower one (Spark's "min" policy),
+    # counting only inputs that have seen data, as Spark's WatermarkTracker does.
+    seen = [ms for ms in (source_ms[IMPRESSIONS.name], source_ms[CLICKS.name]) if ms is not None]
+    joined = min(seen, default=None)
+    actions = source_ms[USER_ACTIONS.name]
+    return Watermarks(joined, actions, joined, actions, actions)
+
+
+def compute_tables(
+    spark: SparkSession, settings: Settings, watermarks: Watermarks
+) -> dict[str, DataFrame]:
+    """Every silver and gold table as the streaming queries would have finalised it."""
+    silver = {
+        name: read_snapshot(spark, settings.table("bronze", name))
+        .transform(dedupe_events(spec))
+        .persist()
+        for name, spec in SOURCES.items()
+    }
+    attribution_ms = _or_no_watermark(watermarks.ad_attribution)
+    sessions_ms = _or_no_watermark(watermarks.user_sessions)
+    hourly_ms = _or_no_watermark(watermarks.ad_performance_hourly)
+    windows_ms = _or_no_watermark(watermarks.actions_10min)
+    status_ms = _or_no_watermark(watermarks.user_status)
+
+    attribution = attribute_clicks(silver[IMPRESSIONS.name], silver[CLICKS.name])
+    actions = silver[USER_ACTIONS.name]
+    hourly = ad_performance_hourly(attribution.transform(close_unmatched_impressions(hourly_ms)))
+    return {
+        **silver,
+        "ad_attribution": attribution.transform(close_unmatched_impressions(attribution_ms)),
+        "user_sessions": actions.transform(sessionize_user_actions(sessions_ms * 1000)),
+        "ad_performance_hourly": hourly.transform(close_windows(hourly_ms, ATTRIBUTION_US)),
+        "actions_10min": actions_per_window(actions).transform(close_windows(windows_ms)),
+        "user_status": actions.transform(track_user_status(status_ms * 1000)),
+    }
+
+
+def _or_no_watermark(watermark_ms: int | None) -> int:
+    return NO_WATERMARK if watermark_ms is None else watermark_ms
+
+
+def in_range(frame: DataFrame, dates: DateRange) -> DataFrame:
+    return frame.where(F.col(EVENT_DATE).between(F.lit(dates.start), F.lit(dates.end)))
+
+
+def write_range(
+    tables: dict[str, DataFrame],
+    settings: Settings,
+    dates: DateRange,
+    layout: Settings | None = None,
+) -> list[StageResult]:
+    """Replace the range in every table (under `layout`'s data root if given)."""
+    target = layout or settings
+    results = []
+    for layer, name in TABLES:
+        result = StageResult(f"{layer}/{name}")
+        with timed(result):
+            path = target.table(layer, name)
+            if EVENT_DATE in tables[name].columns:
+                rows = replace_partitions(
+                    in_range(tables[name], dates), path, EVENT_DATE, dates.dates
+                )
+            else:
+                rows = replace_table(tables[name], path)
+        result.rows_out = {name: rows}
+        results.append(result)
+    return results
+
+
+def run_backfill(spark: SparkSession, settings: Settings, dates: DateRange) -> list[StageResult]:
+    watermarks = bronze_watermarks(spark, settings)
+    return write_range(compute_tables(spark, settings, watermarks), settings, dates)

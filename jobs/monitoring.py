@@ -1,0 +1,128 @@
+"""Pipeline event log and state inspection.
+
+- `record_progress`: every micro-batch of every query of a run, appended to the
+  Delta table `lakehouse/_meta/query_progress`: input rows, rows dropped as
+  later than the watermark, state rows and memory of the stateful operators,
+  duration, watermark, and the full progress JSON. Query it like any table.
+- `describe_state`: open state per stateful operator, read from the
+  checkpoints with Spark's state data source.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from include.delta.writes import append_rows
+from include.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+PROGRESS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("query", pa.string()),
+        ("query_id", pa.string()),
+        ("batch_id", pa.int64()),
+        ("started_at", pa.timestamp("us", tz="UTC")),
+        ("num_input_rows", pa.int64()),
+        ("processed_rows_per_second", pa.float64()),
+        ("duration_ms", pa.int64()),
+        ("watermark", pa.timestamp("us", tz="UTC")),
+        ("state_rows", pa.int64()),
+        ("state_memory_bytes", pa.int64()),
+        ("rows_dropped_by_watermark", pa.int64()),
+        ("progress_json", pa.string()),
+    ]
+)
+
+
+def event_log_path(settings: Settings) -> Path:
+    return settings.lakehouse / "_meta" / "query_progress"
+
+
+def _time(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def progress_row(run_id: str, query: str, progress: dict[str, Any]) -> dict[str, Any]:
+    operators = progress.get("stateOperators", [])
+    return {
+        "run_id": run_id,
+        "query": query,
+        "query_id": progress["id"],
+        "batch_id": progress["batchId"],
+        "started_at": _time(progress["timestamp"]),
+        "num_input_rows": progress.get("numInputRows", 0),
+        "processed_rows_per_second": float(progress.get("processedRowsPerSecond") or 0.0),
+        "duration_ms": progress.get("durationMs", {}).get("triggerExecution", 0),
+        "watermark": _time(progress.get("eventTime", {}).get("watermark")),
+        "state_rows": sum(op.get("numRowsTotal", 0) for op in operators),
+        "state_memory_bytes": sum(op.get("memoryUsedBytes", 0) for op in operators),
+        "rows_dropped_by_watermark": sum(
+            op.get("numRowsDroppedByWatermark", 0) for op in operators
+        ),
+        "progress_json": json.dumps(progress),
+    }
+
+
+def record_progress(
+    settings: Settings, run_id: str, query: str, progress: list[dict[str, Any]]
+) -> None:
+    if not progress:
+        return
+    rows = [progress_row(run_id, query, p) for p in progress]
+    append_rows(event_log_path(settings), pa.Table.from_pylist(rows, schema=PROGRESS_SCHEMA))
+
+
+@dataclass(frozen=True)
+class OperatorState:
+    query: str
+    operator_id: int
+    operator: str
+    state_rows: int
+    last_batch: int
+
+    def summary(self) -> str:
+        return (
+            f"{self.query:<30} operator {self.operator_id} {self.operator:<34} "
+            f"{self.state_rows:>9,} rows  (batch {self.last_batch})"
+        )
+
+
+def describe_state(spark: SparkSession, settings: Settings) -> list[OperatorState]:
+    """Open state of every stateful query, read from its checkpoint."""
+    # The state reader talks to the StateStoreCoordinator, which Spark starts
+    # with the streaming query manager: make sure it exists in this session.
+    spark.streams.active  # noqa: B018
+    found = []
+    for checkpoint in sorted(settings.checkpoints.glob("*/*")):
+        if not (checkpoint / "state").is_dir():
+            continue
+        operators = (
+            spark.read.format("state-metadata")
+            .load(str(checkpoint))
+            .select("operatorId", "operatorName", "maxBatchId")
+            .distinct()
+            .collect()
+        )
+        for operator_id, name, last_batch in sorted(operators):
+            reader = spark.read.format("statestore").option("operatorId", operator_id)
+            if "join" in name.lower():
+                rows = sum(
+                    reader.option("joinSide", side).load(str(checkpoint)).count()
+                    for side in ("left", "right")
+                )
+            else:
+                rows = reader.load(str(checkpoint)).count()
+            query = f"{checkpoint.parent.name}/{checkpoint.name}"
+            found.append(OperatorState(query, operator_id, name, rows, last_batch))
+    return found

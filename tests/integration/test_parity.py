@@ -1,0 +1,138 @@
+"""One answer in streaming and batch (CONTRACT.md section 5)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from jobs.backfill import TABLES, DateRange, run_backfill
+from jobs.bronze import run_bronze
+from jobs.contract import GOLD_SCHEMAS, SILVER_SCHEMAS
+from jobs.generate import GeneratorConfig, generate
+from jobs.gold import run_gold
+from jobs.parity import run_parity
+from jobs.silver import run_silver
+from tests.helpers import delta_rows, settings_for
+
+pytestmark = pytest.mark.slow
+DAYS = DateRange(dt.date(2026, 10, 31), dt.date(2026, 11, 3))
+
+
+def run_pipeline(spark, settings) -> dict[str, object]:
+    return {
+        r.stage: r for stage in (run_bronze, run_silver, run_gold) for r in stage(spark, settings)
+    }
+
+
+def table_rows(settings, layer: str, name: str) -> Counter:
+    schema = (SILVER_SCHEMAS if layer == "silver" else GOLD_SCHEMAS)[name]
+    return delta_rows(settings.table(layer, name), schema.names)
+
+
+def all_tables(settings) -> dict[str, Counter]:
+    return {f"{layer}/{name}": table_rows(settings, layer, name) for layer, name in TABLES}
+
+
+@pytest.fixture(scope="module")
+def streamed(spark, tmp_path_factory):
+    """Generated input (duplicates and out-of-order arrivals within the watermarks,
+    no late events) split into many small files, fed over four runs."""
+    incoming = tmp_path_factory.mktemp("incoming")
+    generate(GeneratorConfig(events=6000, seed=41, days=2, late_rate=0, file_minutes=30), incoming)
+    settings = dataclasses.replace(
+        settings_for(tmp_path_factory.mktemp("streamed")), max_files_per_trigger=7
+    )
+    files = sorted(incoming.rglob("*.jsonl*"), key=lambda p: p.name.split("-", 1)[1])
+    for chunk in range(4):
+        for file in files[len(files) * chunk // 4 : len(files) * (chunk + 1) // 4]:
+            target = settings.landing / file.parent.name / file.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(file, target)
+        run_pipeline(spark, settings)
+    return settings
+
+
+def test_parity_command_finds_streaming_and_batch_identical(spark, streamed):
+    results, scratch = run_parity(spark, streamed, DAYS)
+    assert scratch.is_dir()
+    for result in results:
+        assert result.equal, result.summary()
+        assert result.live_rows > 0, result.summary()
+
+
+def test_one_backfill_equals_many_streaming_runs(spark, streamed, tmp_path):
+    backfilled = settings_for(tmp_path / "backfilled")
+    shutil.copytree(streamed.lakehouse / "bronze", backfilled.lakehouse / "bronze")
+    run_backfill(spark, backfilled, DAYS)
+    assert all_tables(backfilled) == all_tables(streamed)
+
+
+def test_backfill_is_repeatable_and_a_sub_range_matches_the_full_one(spark, streamed, tmp_path):
+    full = settings_for(tmp_path / "full")
+    shutil.copytree(streamed.lakehouse / "bronze", full.lakehouse / "bronze")
+    run_backfill(spark, full, DAYS)
+    first = all_tables(full)
+    run_backfill(spark, full, DAYS)
+    assert all_tables(full) == first
+
+    one_day = settings_for(tmp_path / "one-day")
+    shutil.copytree(streamed.lakehouse / "bronze", one_day.lakehouse / "bronze")
+    day = dt.date(2026, 11, 2)
+    run_backfill(spark, one_day, DateRange(day, day))
+    for layer, name in TABLES:
+        schema = (SILVER_SCHEMAS if layer == "silver" else GOLD_SCHEMAS)[name]
+        if "event_date" not in schema.names:
+            continue
+        date_at = schema.names.index("event_date")
+        expected = Counter(
+            {row: n for row, n in first[f"{layer}/{name}"].items() if row[date_at] == day}
+        )
+        assert table_rows(one_day, layer, name) == expected, name
+        assert expected, f"{name} has rows on {day}"
+
+
+def write_lines(landing: Path, source: str, name: str, records: list[dict]) -> None:
+    folder = landing / source
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def action(event_id: str, user: str, when: str, kind: str = "view") -> dict:
+    return {"event_id": event_id, "user_id": user, "action": kind, "event_time": when}
+
+
+def test_late_events_are_dropped_and_counted_by_streaming_and_kept_by_backfill(spark, settings):
+    write_lines(
+        settings.landing,
+        "user_actions",
+        "a.jsonl",
+        [
+            action("e1", "u1", "2026-11-01T10:00:00Z", "login"),
+            action("e2", "u1", "2026-11-01T10:30:00Z"),
+        ],
+    )
+    run_pipeline(spark, settings)
+    # Watermark now 10:20; 10:05 is late, 10:25 is not.
+    write_lines(
+        settings.landing,
+        "user_actions",
+        "b.jsonl",
+        [
+            action("late", "u2", "2026-11-01T10:05:00Z"),
+            action("on-time", "u2", "2026-11-01T10:25:00Z"),
+        ],
+    )
+    results = run_pipeline(spark, settings)
+    assert results["silver/user_actions"].dropped_late == 1
+    streamed_ids = {r[0] for r in table_rows(settings, "silver", "user_actions")}
+    assert streamed_ids == {"e1", "e2", "on-time"}
+
+    run_backfill(spark, settings, DateRange(dt.date(2026, 11, 1), dt.date(2026, 11, 1)))
+    backfilled_ids = {r[0] for r in table_rows(settings, "silver", "user_actions")}
+    assert backfilled_ids == {"e1", "e2", "late", "on-time"}
