@@ -87,6 +87,23 @@ def _set_timeout(state: GroupState, close_us: int) -> None:
     state.setTimeoutTimestamp(close_us // 1000)
 
 
+def _per_user(
+    actions: DataFrame,
+    rows: T.StructType,
+    with_state: Callable[[tuple, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]],
+    state: T.StructType,
+    output_mode: str,
+    at_once: Callable[[tuple, pd.DataFrame], pd.DataFrame],
+) -> DataFrame:
+    """Streaming: `with_state` per user and micro-batch; batch: `at_once` per user."""
+    grouped = _by_user(actions).groupBy("user_id")
+    if actions.isStreaming:
+        return grouped.applyInPandasWithState(
+            with_state, rows, state, output_mode, GroupStateTimeout.EventTimeTimeout
+        )
+    return grouped.applyInPandas(at_once, rows)
+
+
 # -- sessions ----------------------------------------------------------------------------
 
 
@@ -124,25 +141,16 @@ def sessionize_user_actions(
     actions at once, closed against `batch_watermark_us`.
     """
 
+    def closed_sessions(key: tuple, frame: pd.DataFrame) -> pd.DataFrame:
+        closed, _ = advance_sessions(key[0], [], _actions([frame]), batch_watermark_us)
+        return _sessions_frame(closed)
+
     def transform(actions: DataFrame) -> DataFrame:
-        grouped = _by_user(actions).groupBy("user_id")
-        if actions.isStreaming:
-            rows = grouped.applyInPandasWithState(
-                _sessions_with_state,
-                SESSION_ROWS,
-                SESSION_STATE,
-                "append",
-                GroupStateTimeout.EventTimeTimeout,
-            )
-        else:
-            if batch_watermark_us is None:
-                raise ValueError("batch sessionization needs the batch watermark")
-
-            def closed_sessions(key: tuple, frame: pd.DataFrame) -> pd.DataFrame:
-                closed, _ = advance_sessions(key[0], [], _actions([frame]), batch_watermark_us)
-                return _sessions_frame(closed)
-
-            rows = grouped.applyInPandas(closed_sessions, SESSION_ROWS)
+        if not actions.isStreaming and batch_watermark_us is None:
+            raise ValueError("batch sessionization needs the batch watermark")
+        rows = _per_user(
+            actions, SESSION_ROWS, _sessions_with_state, SESSION_STATE, "append", closed_sessions
+        )
         start = F.timestamp_micros("session_start_us")
         return rows.select(
             "session_id",
@@ -194,23 +202,13 @@ def _status_with_state(
 def track_user_status(batch_watermark_us: int | None = None) -> Callable[[DataFrame], DataFrame]:
     """Each user's current status (gold/user_status); streaming emits changes only."""
 
+    def latest_status(key: tuple, frame: pd.DataFrame) -> pd.DataFrame:
+        return _status_frame(key[0], advance_status(None, _actions([frame]), batch_watermark_us))
+
     def transform(actions: DataFrame) -> DataFrame:
-        grouped = _by_user(actions).groupBy("user_id")
-        if actions.isStreaming:
-            rows = grouped.applyInPandasWithState(
-                _status_with_state,
-                STATUS_ROWS,
-                STATUS_STATE,
-                "update",
-                GroupStateTimeout.EventTimeTimeout,
-            )
-        else:
-
-            def latest_status(key: tuple, frame: pd.DataFrame) -> pd.DataFrame:
-                status = advance_status(None, _actions([frame]), batch_watermark_us)
-                return _status_frame(key[0], status)
-
-            rows = grouped.applyInPandas(latest_status, STATUS_ROWS)
+        rows = _per_user(
+            actions, STATUS_ROWS, _status_with_state, STATUS_STATE, "update", latest_status
+        )
         return rows.select(
             "user_id",
             "status",

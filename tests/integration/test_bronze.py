@@ -42,7 +42,7 @@ def test_counts_reconcile_for_clean_input(spark, settings):
 
 def test_counts_reconcile_for_malformed_input(spark, settings):
     summary = generate(GeneratorConfig(events=3000, seed=12, malformed_rate=0.05), settings.landing)
-    run_bronze(spark, settings)
+    list(run_bronze(spark, settings))
     for source in SOURCES:
         lines = len(landing_lines(settings.landing, source))
         bronze = delta_count(settings.table("bronze", source))
@@ -59,18 +59,18 @@ def test_counts_reconcile_for_malformed_input(spark, settings):
 
 def test_a_second_run_with_no_new_files_changes_nothing(spark, settings):
     generate(GeneratorConfig(events=1000, seed=13), settings.landing)
-    run_bronze(spark, settings)
+    list(run_bronze(spark, settings))
     before = versions(settings)
-    results = run_bronze(spark, settings)
+    results = list(run_bronze(spark, settings))
     assert versions(settings) == before
     assert all(r.rows_in == 0 for r in results)
 
 
 def test_files_arriving_between_runs_are_ingested_exactly_once(spark, settings, tmp_path):
     generate(GeneratorConfig(events=1500, seed=21), settings.landing)
-    run_bronze(spark, settings)
+    list(run_bronze(spark, settings))
     generate(GeneratorConfig(events=1500, seed=22), settings.landing)
-    run_bronze(spark, settings)
+    list(run_bronze(spark, settings))
 
     # Reference: the same files ingested in a single run elsewhere.
     from tests.helpers import settings_for
@@ -78,7 +78,7 @@ def test_files_arriving_between_runs_are_ingested_exactly_once(spark, settings, 
     reference = settings_for(tmp_path / "reference")
     generate(GeneratorConfig(events=1500, seed=21), reference.landing)
     generate(GeneratorConfig(events=1500, seed=22), reference.landing)
-    run_bronze(spark, reference)
+    list(run_bronze(spark, reference))
     for source in SOURCES:
         assert bronze_identity(settings, source) == bronze_identity(reference, source)
         lines = len(landing_lines(settings.landing, source))
