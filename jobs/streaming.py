@@ -40,7 +40,7 @@ def run_available_now(
     result.batches = sum(1 for p in progress if p.numInputRows > 0)
     operators = [op for p in progress for op in p.stateOperators]
     result.dropped_late = sum(op.numRowsDroppedByWatermark for op in operators)
-    if progress:
+    if progress and progress[-1].stateOperators:
         last = progress[-1]
         result.state_rows = sum(op.numRowsTotal for op in last.stateOperators)
         result.watermark = last.eventTime.get("watermark")
