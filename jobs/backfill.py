@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 MAX_BACKFILL_DAYS = 366
-# (layer, table) in dependency order; the query whose watermark closes it.
+# Every silver and gold table, (layer, table), in the order the pipeline writes them.
 TABLES = [
     ("silver", "impressions"),
     ("silver", "clicks"),
