@@ -115,7 +115,9 @@ def compute_tables(
 
     attribution = attribute_clicks(silver[IMPRESSIONS.name], silver[CLICKS.name])
     actions = silver[USER_ACTIONS.name]
-    hourly = ad_performance_hourly(attribution.transform(close_unmatched_impressions(hourly_ms)))
+    # No need to close unmatched impressions first: every impression of a
+    # window closed at `watermark - 1 h` is itself closed.
+    hourly = ad_performance_hourly(attribution)
     return {
         **silver,
         "ad_attribution": attribution.transform(close_unmatched_impressions(attribution_ms)),

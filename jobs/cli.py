@@ -235,11 +235,11 @@ def cmd_state(args: argparse.Namespace, settings: Settings) -> int:
 
 
 COMMANDS = {
-    "state": cmd_state,
     "generate": cmd_generate,
     "run": cmd_run,
     "backfill": cmd_backfill,
     "parity": cmd_parity,
+    "state": cmd_state,
 }
 
 

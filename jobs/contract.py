@@ -134,3 +134,8 @@ GOLD_SCHEMAS: dict[str, T.StructType] = {
         ]
     ),
 }
+
+
+def table_schema(layer: str, name: str) -> T.StructType:
+    """Schema of a silver or gold table."""
+    return (SILVER_SCHEMAS if layer == "silver" else GOLD_SCHEMAS)[name]

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from include.delta import read_stream
 from include.settings import Settings
 from jobs.contract import CLICKS, IMPRESSIONS, USER_ACTIONS
 from jobs.progress import StageResult
-from jobs.silver import write_table
+from jobs.silver import read_silver, write_table
 from jobs.transforms.gold import actions_per_window, ad_performance_hourly
 from jobs.transforms.silver import attribute_clicks
 from jobs.transforms.user_state import track_user_status
@@ -20,9 +19,7 @@ if TYPE_CHECKING:
 
 def run_gold(spark: SparkSession, settings: Settings) -> Iterator[StageResult]:
     def silver(table: str) -> DataFrame:
-        # A backfill replaces silver partitions and recomputes what is downstream
-        # itself: streams of silver tables skip such commits.
-        return read_stream(spark, settings.table("silver", table), skip_change_commits=True)
+        return read_silver(spark, settings, table)
 
     # The attribution join and both hourly aggregations run in one query, so
     # Spark carries the watermark from the join into the windows.

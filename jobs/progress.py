@@ -16,11 +16,10 @@ class StageResult:
     rows_out: dict[str, int] = field(default_factory=dict)
     batches: int = 0
     seconds: float = 0.0
-    # Stateful queries: input rows dropped as later than the watermark, state
-    # rows held after the run, and the watermark reached.
+    # Stateful queries: input rows dropped as later than the watermark and
+    # state rows held after the run.
     dropped_late: int = 0
     state_rows: int | None = None
-    watermark: str | None = None
     # Spark's progress of each micro-batch (JSON), for the event log.
     progress: list[dict[str, Any]] = field(default_factory=list, repr=False)
 

@@ -11,15 +11,7 @@ from typing import TYPE_CHECKING
 
 from include.delta import DeltaStreamSink, read_stream
 from include.settings import Settings
-from jobs.contract import (
-    CLICKS,
-    EVENT_DATE,
-    GOLD_SCHEMAS,
-    IMPRESSIONS,
-    SILVER_SCHEMAS,
-    SOURCES,
-    USER_ACTIONS,
-)
+from jobs.contract import CLICKS, EVENT_DATE, IMPRESSIONS, SOURCES, USER_ACTIONS, table_schema
 from jobs.progress import StageResult
 from jobs.streaming import run_available_now
 from jobs.transforms.silver import attribute_clicks, dedupe_events
@@ -41,7 +33,7 @@ def write_table(
     Tables with `event_date` are partitioned by it; `merge_keys` upserts instead
     of appending (update output mode).
     """
-    schema = (SILVER_SCHEMAS if layer == "silver" else GOLD_SCHEMAS)[table]
+    schema = table_schema(layer, table)
     checkpoint = settings.checkpoint(layer, table)
     sink = DeltaStreamSink(
         settings.table(layer, table),
@@ -56,14 +48,21 @@ def write_table(
     return result
 
 
+def read_silver(spark: SparkSession, settings: Settings, table: str) -> DataFrame:
+    """A silver table as a stream.
+
+    A backfill replaces silver partitions and recomputes what is downstream
+    itself: streams of silver tables skip such commits.
+    """
+    return read_stream(spark, settings.table("silver", table), skip_change_commits=True)
+
+
 def run_silver(spark: SparkSession, settings: Settings) -> Iterator[StageResult]:
     def bronze(source: str) -> DataFrame:
         return read_stream(spark, settings.table("bronze", source))
 
     def silver(table: str) -> DataFrame:
-        # A backfill replaces silver partitions and recomputes what is downstream
-        # itself: streams of silver tables skip such commits.
-        return read_stream(spark, settings.table("silver", table), skip_change_commits=True)
+        return read_silver(spark, settings, table)
 
     for name, spec in SOURCES.items():
         yield write_table(settings, "silver", name, bronze(name).transform(dedupe_events(spec)))

@@ -41,7 +41,5 @@ def run_available_now(
     operators = [op for p in progress for op in p.stateOperators]
     result.dropped_late = sum(op.numRowsDroppedByWatermark for op in operators)
     if progress and progress[-1].stateOperators:
-        last = progress[-1]
-        result.state_rows = sum(op.numRowsTotal for op in last.stateOperators)
-        result.watermark = last.eventTime.get("watermark")
+        result.state_rows = sum(op.numRowsTotal for op in progress[-1].stateOperators)
     return result

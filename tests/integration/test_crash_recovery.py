@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from jobs.backfill import TABLES
-from jobs.contract import GOLD_SCHEMAS, QUARANTINE_SCHEMA, SILVER_SCHEMAS, SOURCES
+from jobs.contract import QUARANTINE_SCHEMA, SOURCES, table_schema
 from jobs.generate import GeneratorConfig, generate
 from tests.helpers import delta_rows, kill_group, landing_lines, run_cli, settings_for, start_cli
 
@@ -31,7 +31,7 @@ def tables(root: Path) -> dict[str, Counter]:
     result = {
         f"{layer}/{name}": delta_rows(
             settings.table(layer, name),
-            (SILVER_SCHEMAS if layer == "silver" else GOLD_SCHEMAS)[name].names,
+            table_schema(layer, name).names,
         )
         for layer, name in TABLES
     }

@@ -13,7 +13,7 @@ import pytest
 
 from jobs.backfill import TABLES, DateRange, run_backfill
 from jobs.bronze import run_bronze
-from jobs.contract import GOLD_SCHEMAS, SILVER_SCHEMAS
+from jobs.contract import table_schema
 from jobs.generate import GeneratorConfig, generate
 from jobs.gold import run_gold
 from jobs.parity import run_parity
@@ -31,7 +31,7 @@ def run_pipeline(spark, settings) -> dict[str, object]:
 
 
 def table_rows(settings, layer: str, name: str) -> Counter:
-    schema = (SILVER_SCHEMAS if layer == "silver" else GOLD_SCHEMAS)[name]
+    schema = table_schema(layer, name)
     return delta_rows(settings.table(layer, name), schema.names)
 
 
@@ -86,7 +86,7 @@ def test_backfill_is_repeatable_and_a_sub_range_matches_the_full_one(spark, stre
     day = dt.date(2026, 11, 2)
     run_backfill(spark, one_day, DateRange(day, day))
     for layer, name in TABLES:
-        schema = (SILVER_SCHEMAS if layer == "silver" else GOLD_SCHEMAS)[name]
+        schema = table_schema(layer, name)
         if "event_date" not in schema.names:
             continue
         date_at = schema.names.index("event_date")

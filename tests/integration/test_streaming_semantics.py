@@ -113,6 +113,24 @@ def user_action(minutes: float, action: str = "view", user: str = "u-1") -> dict
     )
 
 
+def actions_harness(
+    spark,
+    root: Path,
+    transform: Callable[[DataFrame], DataFrame],
+    output_schema: T.StructType,
+    merge_keys: list[str] | None = None,
+) -> Harness:
+    """A harness fed with deduplicated user actions (silver/user_actions)."""
+    return Harness(
+        spark,
+        root,
+        {"actions": SILVER_SCHEMAS["user_actions"]},
+        lambda frames: frames["actions"].transform(transform),
+        output_schema,
+        merge_keys,
+    )
+
+
 BRONZE_IMPRESSIONS = SOURCES["impressions"].bronze_schema
 
 
@@ -154,13 +172,7 @@ def test_dedup_drops_redeliveries_and_events_later_than_the_watermark(spark, tmp
 
 
 def test_sliding_windows_are_written_only_after_the_watermark_passes_their_end(spark, tmp_path):
-    h = Harness(
-        spark,
-        tmp_path,
-        {"actions": SILVER_SCHEMAS["user_actions"]},
-        lambda f: actions_per_window(f["actions"]),
-        GOLD_SCHEMAS["actions_10min"],
-    )
+    h = actions_harness(spark, tmp_path, actions_per_window, GOLD_SCHEMAS["actions_10min"])
     h.add("actions", [user_action(1), user_action(2), user_action(7)])
     h.run()
     # Watermark = 10:07 - 10 min: no window can be final yet.
@@ -222,13 +234,7 @@ def test_unmatched_impressions_wait_until_no_click_can_come(spark, tmp_path):
 
 
 def test_session_times_out_only_when_the_watermark_passes(spark, tmp_path):
-    h = Harness(
-        spark,
-        tmp_path,
-        {"actions": SILVER_SCHEMAS["user_actions"]},
-        lambda f: f["actions"].transform(sessionize_user_actions()),
-        SILVER_SCHEMAS["user_sessions"],
-    )
+    h = actions_harness(spark, tmp_path, sessionize_user_actions(), SILVER_SCHEMAS["user_sessions"])
     h.add("actions", [user_action(0, "login"), user_action(5), user_action(20, "logout", "u-2")])
     h.run()
     assert h.rows("user_id") == set()
@@ -246,13 +252,8 @@ def test_session_times_out_only_when_the_watermark_passes(spark, tmp_path):
 
 
 def test_user_status_is_upserted_and_turns_inactive_after_an_hour(spark, tmp_path):
-    h = Harness(
-        spark,
-        tmp_path,
-        {"actions": SILVER_SCHEMAS["user_actions"]},
-        lambda f: f["actions"].transform(track_user_status()),
-        GOLD_SCHEMAS["user_status"],
-        merge_keys=["user_id"],
+    h = actions_harness(
+        spark, tmp_path, track_user_status(), GOLD_SCHEMAS["user_status"], merge_keys=["user_id"]
     )
     h.add("actions", [user_action(0, "login"), user_action(1, "logout", "u-2")])
     h.run()
