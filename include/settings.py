@@ -75,5 +75,9 @@ class Settings:
         """Path of a contract table, e.g. table("bronze", "clicks")."""
         return self.lakehouse / layer / name
 
+    def meta(self, name: str) -> Path:
+        """Path of one of the pipeline's own Delta tables (event log, ledger, results)."""
+        return self.lakehouse / "_meta" / name
+
     def checkpoint(self, *parts: str) -> Path:
         return self.checkpoints.joinpath(*parts)

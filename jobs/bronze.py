@@ -4,16 +4,25 @@ One `availableNow` query per source with its own checkpoint. The file source
 remembers which files it has read; the Delta sink commits each micro-batch
 once. Accepted lines go to `bronze/<source>`, rejected ones to
 `quarantine/<source>` with the reason, in the same micro-batch.
+
+Each micro-batch also appends how many lines it read to the ingest ledger
+(`lakehouse/_meta/bronze_ledger`), exactly once per batch like the data. The
+bronze data-quality checkpoint reconciles it with the tables: for every
+source, lines read = bronze rows + quarantine rows.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 from pyspark.sql import functions as F
 
 from include.delta import DeltaStreamSink
+from include.delta.writes import append_rows
 from include.settings import Settings
 from jobs.contract import QUARANTINE_SCHEMA, SOURCES, SourceSpec
 from jobs.progress import StageResult
@@ -41,6 +50,40 @@ def read_landing(spark: SparkSession, settings: Settings, source: SourceSpec) ->
     )
 
 
+LEDGER_SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),
+        ("query_id", pa.string()),
+        ("batch_id", pa.int64()),
+        ("lines_read", pa.int64()),
+        ("recorded_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+def ledger_path(settings: Settings) -> Path:
+    return settings.meta("bronze_ledger")
+
+
+def record_lines_read(
+    settings: Settings, source: SourceSpec, query_id: str, batch_id: int, lines_read: int
+) -> None:
+    """One ledger row per micro-batch, committed once even when the batch is replayed."""
+    row = {
+        "source": source.name,
+        "query_id": query_id,
+        "batch_id": batch_id,
+        "lines_read": lines_read,
+        "recorded_at": dt.datetime.now(dt.UTC),
+    }
+    append_rows(
+        ledger_path(settings),
+        pa.Table.from_pylist([row], schema=LEDGER_SCHEMA),
+        app_id=query_id,
+        version=batch_id,
+    )
+
+
 def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpec) -> StageResult:
     checkpoint = settings.checkpoint("bronze", source.name)
     bronze = DeltaStreamSink(
@@ -58,6 +101,7 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpe
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
         try:
+            lines_read = batch.count()
             bronze.write(batch.where(F.col("_reject_reason").isNull()), batch_id)
             quarantine.write(
                 batch.where(F.col("_reject_reason").isNotNull()).withColumnRenamed(
@@ -65,6 +109,7 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpe
                 ),
                 batch_id,
             )
+            record_lines_read(settings, source, bronze.app_id, batch_id, lines_read)
         finally:
             batch.unpersist()
 

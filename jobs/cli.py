@@ -11,10 +11,16 @@ import logging
 import re
 import sys
 import time
-import uuid
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from include.settings import Settings
+
+if TYPE_CHECKING:
+    from jobs.pipeline import RunOutcome
+
+# The layers in run order (jobs.pipeline.STAGES; not imported here to keep --help fast).
+LAYER_NAMES = ("bronze", "silver", "gold")
 
 EPILOG = """\
 data root: --data-root, else $LAKEHOUSE_DATA_ROOT, else ./data
@@ -106,6 +112,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--spark-master", help="Spark master URL (default $LAKEHOUSE_SPARK_MASTER or local[*])"
     )
 
+    validate = commands.add_parser(
+        "validate",
+        parents=[common],
+        help="run the data-quality checkpoints on the current tables and write the report",
+        description="Run every expectation of the chosen layer(s) on the whole current tables, "
+        "render Data Docs and a summary page under reports/, record the results in "
+        "lakehouse/_meta/dq_results. Exit 1 if a blocking expectation fails.",
+    )
+    validate.add_argument(
+        "--layer", choices=LAYER_NAMES, help="only this layer (default: all, in order)"
+    )
+    validate.add_argument("--spark-master", help="Spark master URL")
+
     state = commands.add_parser(
         "state",
         parents=[common],
@@ -165,28 +184,58 @@ def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _echo(line: str) -> None:
+    print(line, flush=True)
+
+
+def _blocked(outcome: RunOutcome) -> int:
+    """Exit status of a run or validation; failures explained on stderr."""
+    failures = [o for check in outcome.checks for o in check.failures]
+    if not failures:
+        return 0
+    where = (
+        f"blocking checks failed after {outcome.blocked_at}; "
+        f"{', '.join(outcome.skipped_layers)} did not run"
+        if outcome.skipped_layers
+        else "blocking checks failed"
+    )
+    print(f"lakehouse {outcome.command}: {where}:", file=sys.stderr)
+    for failure in failures:
+        print(f"  {failure.message()}", file=sys.stderr)
+    print(f"  report: {outcome.report}", file=sys.stderr)
+    return 1
+
+
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from include.spark import get_spark
-    from jobs.bronze import run_bronze
-    from jobs.gold import run_gold
-    from jobs.monitoring import event_log_path, record_progress
-    from jobs.silver import run_silver
+    from jobs.monitoring import event_log_path
+    from jobs.pipeline import new_run_id, run_pipeline
+    from jobs.validate import results_path
 
     started = time.perf_counter()
     spark = get_spark(settings, app_name="lakehouse-run")
     startup = time.perf_counter() - started
     print(f"spark {spark.version} master={spark.sparkContext.master} ({startup:.1f} s)")
-    run_id = dt.datetime.now(dt.UTC).strftime("run-%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
-    for stage in (run_bronze, run_silver, run_gold):
-        for result in stage(spark, settings):
-            record_progress(settings, run_id, result.stage, result.progress)
-            print(result.summary(), flush=True)
-    print(f"run finished in {time.perf_counter() - started:.1f} s")
+    outcome = run_pipeline(spark, settings, new_run_id(), echo=_echo)
+    print(f"run {outcome.status} in {time.perf_counter() - started:.1f} s")
     print(f"tables:      {settings.lakehouse}/{{bronze,quarantine,silver,gold}}/<table>")
-    print(f"event log:   {event_log_path(settings)} (run_id {run_id})")
+    print(f"event log:   {event_log_path(settings)} (run_id {outcome.run_id})")
+    print(f"dq results:  {results_path(settings)}")
     print(f"checkpoints: {settings.checkpoints}")
-    print(f"reports:     {settings.reports}")
-    return 0
+    print(f"report:      {outcome.report}")
+    return _blocked(outcome)
+
+
+def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
+    from include.spark import get_spark
+    from jobs.pipeline import validate_tables
+
+    spark = get_spark(settings, app_name="lakehouse-validate", streaming=False)
+    layers = [args.layer] if args.layer else list(LAYER_NAMES)
+    outcome = validate_tables(spark, settings, layers, echo=_echo)
+    print(f"validate {outcome.status} in {outcome.seconds:.1f} s")
+    print(f"report:      {outcome.report}")
+    return _blocked(outcome)
 
 
 def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
@@ -240,6 +289,7 @@ COMMANDS = {
     "backfill": cmd_backfill,
     "parity": cmd_parity,
     "state": cmd_state,
+    "validate": cmd_validate,
 }
 
 

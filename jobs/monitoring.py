@@ -44,7 +44,7 @@ PROGRESS_SCHEMA = pa.schema(
 
 
 def event_log_path(settings: Settings) -> Path:
-    return settings.lakehouse / "_meta" / "query_progress"
+    return settings.meta("query_progress")
 
 
 def _time(text: str | None) -> dt.datetime | None:

@@ -116,9 +116,29 @@ def replace_table(df: DataFrame, table_path: str | Path) -> int:
     return row_count(actions)
 
 
-def append_rows(table_path: str | Path, rows: pa.Table) -> None:
-    """Append a small Arrow table from the driver (logs and metadata, not data)."""
-    write_deltalake(str(table_path), rows, mode="append")
+def append_rows(
+    table_path: str | Path,
+    rows: pa.Table,
+    app_id: str | None = None,
+    version: int | None = None,
+) -> bool:
+    """Append a small Arrow table from the driver (logs and metadata, not data).
+
+    With `app_id` and `version` the append happens once: a repeated call for a
+    version the table has recorded for `app_id` writes nothing (returns False).
+    """
+    path = str(table_path)
+    if app_id is not None and version is not None and DeltaTable.is_deltatable(path):
+        committed = DeltaTable(path).transaction_version(app_id)
+        if committed is not None and committed >= version:
+            return False
+    write_deltalake(
+        path,
+        rows,
+        mode="append",
+        commit_properties=_commit_properties(app_id, version, "APPEND"),
+    )
+    return True
 
 
 def merge_upsert(

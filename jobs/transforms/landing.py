@@ -25,6 +25,17 @@ from jobs.contract import EVENT_TIME, SourceSpec
 ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
 RAW_PREVIEW_CHARS = 1000
 VALUE_PREVIEW_CHARS = 60
+# The class of a reason: the reason without its details (values, sizes),
+# e.g. "missing required field(s)", "unknown action". A line with several
+# problems is classed by the first. Reports count quarantined lines by class.
+REASON_CLASS = (
+    r"^(missing required field\(s\)|unknown [a-z_]+|field '[a-z_]+' must be a string"
+    r"|bad timestamp in '[a-z_]+'|[^:;(]+)"
+)
+
+
+def reason_class(reason: Column) -> Column:
+    return F.trim(F.regexp_extract(reason, REASON_CLASS, 1))
 
 
 def _json_type(path: str) -> Column:

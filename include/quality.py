@@ -1,0 +1,258 @@
+"""Great Expectations for the pipeline: versioned suites, one context per process, plain results.
+
+Suites are GX's own JSON (`expectations/<layer>/<name>.json`), so they are
+reviewed and versioned with the code. Each expectation states two things:
+
+- `severity`: `critical` blocks the stages after it, `warning` is reported only;
+- `meta.scope`: `new_rows` (checked on the rows written since the table last
+  passed) or `table` (checked on the whole table).
+
+The GX context is ephemeral and built on first use, never at import: importing
+GX alone takes about 3 s, and the data root (where Data Docs go) is only known
+at run time. Data Docs are written to `reports/data_docs/`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+EXPECTATIONS_DIR = Path(__file__).resolve().parent.parent / "expectations"
+SCOPES = ("new_rows", "table")
+SEVERITIES = ("critical", "warning")
+SAMPLE_SIZE = 5
+DOCS_SITE = "lakehouse"
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One table's expectations, as read from its JSON file."""
+
+    layer: str
+    name: str
+    expectations: tuple[dict[str, Any], ...]
+
+    @property
+    def table(self) -> str:
+        return f"{self.layer}/{self.name}"
+
+    def scoped(self, scope: str) -> list[dict[str, Any]]:
+        return [e for e in self.expectations if e["meta"]["scope"] == scope]
+
+
+def load_suite(path: Path) -> Suite:
+    """Read and check one suite file; every problem names the file and the expectation."""
+    document = json.loads(path.read_text())
+    layer, name = path.parent.name, path.stem
+    if document.get("name") != f"{layer}.{name}":
+        raise ValueError(
+            f"{path}: suite name must be {layer}.{name!r}, got {document.get('name')!r}"
+        )
+    expectations = document.get("expectations") or []
+    for index, expectation in enumerate(expectations):
+        where = f"{path}: expectation {index} ({expectation.get('type')})"
+        if expectation.get("severity") not in SEVERITIES:
+            raise ValueError(f"{where}: severity must be one of {SEVERITIES}")
+        if expectation.get("meta", {}).get("scope") not in SCOPES:
+            raise ValueError(f"{where}: meta.scope must be one of {SCOPES}")
+    return Suite(layer, name, tuple(expectations))
+
+
+def load_suites(directory: Path = EXPECTATIONS_DIR) -> dict[str, Suite]:
+    """Every suite under `directory`, keyed by table (`silver/impressions`)."""
+    suites = [load_suite(path) for path in sorted(directory.glob("*/*.json"))]
+    return {suite.table: suite for suite in suites}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one expectation on one table."""
+
+    table: str
+    scope: str
+    expectation: str
+    description: str
+    blocking: bool
+    success: bool
+    rows_checked: int
+    unexpected_count: int | None
+    observed: str | None
+    sample: tuple[str, ...] = ()
+    docs_page: Path | None = None
+
+    def message(self) -> str:
+        if self.success:
+            return f"{self.table}: {self.description}: passed"
+        if self.unexpected_count is not None:
+            found = f"{self.unexpected_count:,} of {self.rows_checked:,} rows unexpected"
+        else:
+            found = f"observed {self.observed}"
+        sample = f"; sample: {', '.join(self.sample)}" if self.sample else ""
+        return f"{self.table}: {self.description} ({self.scope}): {found}{sample}"
+
+
+def _describe(config: dict[str, Any]) -> str:
+    kwargs = config["kwargs"]
+    if kwargs.get("description"):
+        return str(kwargs["description"])
+    args = [
+        str(kwargs[key])
+        for key in ("column", "column_list", "column_A", "column_B", "value_set")
+        if key in kwargs
+    ]
+    bounds = [f"{key}={kwargs[key]}" for key in ("min_value", "max_value") if key in kwargs]
+    return f"{config['type']}({', '.join(args + bounds)})"
+
+
+def _text(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+@dataclass
+class QualityGate:
+    """Runs suites on DataFrames and renders Data Docs; one per process."""
+
+    docs_dir: Path
+    _context: Any = None
+    _checkpoints: dict[str, Any] = field(default_factory=dict)
+
+    def _gx(self) -> Any:
+        if self._context is None:
+            # Offline and quiet: no usage statistics, no progress bars on stderr.
+            os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+            import great_expectations as gx
+            from great_expectations.data_context.types.base import (
+                DataContextConfig,
+                InMemoryStoreBackendDefaults,
+                ProgressBarsConfig,
+            )
+
+            logging.getLogger("great_expectations").setLevel(logging.WARNING)
+            self.docs_dir.mkdir(parents=True, exist_ok=True)
+            config = DataContextConfig(
+                store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
+                data_docs_sites={
+                    DOCS_SITE: {
+                        "class_name": "SiteBuilder",
+                        "show_how_to_buttons": False,
+                        "store_backend": {
+                            "class_name": "TupleFilesystemStoreBackend",
+                            "base_directory": str(self.docs_dir),
+                        },
+                        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+                    }
+                },
+                analytics_enabled=False,
+                progress_bars=ProgressBarsConfig(globally=False),
+            )
+            context = gx.get_context(project_config=config, mode="ephemeral")
+            context.data_sources.add_or_update_spark("lakehouse")
+            self._context = context
+        return self._context
+
+    def _checkpoint(self, suite: Suite, scope: str) -> Any:
+        key = f"{suite.layer}.{suite.name}.{scope}"
+        if key not in self._checkpoints:
+            import great_expectations as gx
+            from great_expectations.checkpoint import Checkpoint
+
+            context = self._gx()
+            expectations = suite.scoped(scope)
+            gx_suite = gx.ExpectationSuite(name=key, expectations=expectations)
+            # GX logs and drops an expectation it cannot build; refuse instead.
+            if len(gx_suite.expectations) != len(expectations):
+                raise ValueError(
+                    f"suite {suite.table}: {len(expectations) - len(gx_suite.expectations)} "
+                    f"{scope} expectation(s) are not valid Great Expectations configurations"
+                )
+            gx_suite = context.suites.add_or_update(gx_suite)
+            asset = context.data_sources.get("lakehouse").add_dataframe_asset(key)
+            batch = asset.add_batch_definition_whole_dataframe(scope)
+            definition = context.validation_definitions.add_or_update(
+                gx.ValidationDefinition(name=key, data=batch, suite=gx_suite)
+            )
+            self._checkpoints[key] = context.checkpoints.add_or_update(
+                Checkpoint(
+                    name=key,
+                    validation_definitions=[definition],
+                    actions=[],
+                    result_format={
+                        "result_format": "SUMMARY",
+                        "partial_unexpected_count": SAMPLE_SIZE,
+                    },
+                )
+            )
+        return self._checkpoints[key]
+
+    def validate(
+        self, suite: Suite, scope: str, frame: DataFrame, parameters: dict[str, Any]
+    ) -> list[Outcome]:
+        """Run the suite's `scope` expectations on `frame`."""
+        if not suite.scoped(scope):
+            return []
+        checkpoint = self._checkpoint(suite, scope)
+        result = checkpoint.run(
+            batch_parameters={"dataframe": frame}, expectation_parameters=parameters
+        )
+        ((identifier, run),) = result.run_results.items()
+        page = self._docs_page(identifier)
+        outcomes = []
+        for item in run.results:
+            config = item.expectation_config.to_json_dict()
+            details = dict(item.result or {})
+            error = (item.exception_info or {}).get("exception_message")
+            if error and (item.exception_info or {}).get("raised_exception"):
+                details["observed_value"] = f"error: {error}"
+            sample: list[Any] = list(details.get("partial_unexpected_list") or [])
+            if not item.success and config["type"] == "unexpected_rows_expectation":
+                sample = self._unexpected_rows(frame, config["kwargs"]["unexpected_rows_query"])
+            outcomes.append(
+                Outcome(
+                    table=suite.table,
+                    scope=scope,
+                    expectation=config["type"],
+                    description=_describe(config),
+                    blocking=config.get("severity", "critical") == "critical",
+                    success=bool(item.success),
+                    rows_checked=int(details.get("element_count") or 0),
+                    unexpected_count=details.get("unexpected_count"),
+                    observed=(
+                        None
+                        if details.get("observed_value") is None
+                        else _text(details["observed_value"])
+                    ),
+                    sample=tuple(_text(value) for value in sample[:SAMPLE_SIZE]),
+                    docs_page=page,
+                )
+            )
+        return outcomes
+
+    @staticmethod
+    def _unexpected_rows(frame: DataFrame, query: str) -> list[Any]:
+        """A few of the rows a failed SQL expectation found (GX's SUMMARY omits them)."""
+        frame.createOrReplaceTempView("dq_unexpected_batch")
+        rows = frame.sparkSession.sql(query.format(batch="dq_unexpected_batch")).limit(SAMPLE_SIZE)
+        return [row.asDict() for row in rows.collect()]
+
+    def _docs_page(self, identifier: Any) -> Path | None:
+        for site in self._gx().get_docs_sites_urls(
+            resource_identifier=identifier, site_names=[DOCS_SITE], only_if_exists=False
+        ):
+            return Path(unquote(urlparse(site["site_url"]).path))
+        return None
+
+    def build_docs(self) -> Path | None:
+        """Render Data Docs for every validation this process ran; the index page."""
+        if self._context is None:
+            return None
+        self._context.build_data_docs(site_names=[DOCS_SITE])
+        return self.docs_dir / "index.html"

@@ -1,0 +1,170 @@
+"""One incremental run: each layer's stage, then that layer's data-quality checkpoint.
+
+bronze -> check bronze -> silver -> check silver -> gold -> check gold. A
+blocking failure stops the layers after it (their streams keep their
+checkpoints, so the next run picks up exactly where this one stopped);
+warnings are reported and the run goes on. Whatever happens, the run summary
+page is written to `reports/runs/<run_id>.html`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from deltalake import DeltaTable
+from pyspark.sql import functions as F
+
+from include.delta import read_added_since
+from include.delta.schema import is_delta_table
+from include.quality import QualityGate
+from include.settings import Settings
+from jobs.bronze import run_bronze
+from jobs.contract import SOURCES
+from jobs.gold import run_gold
+from jobs.monitoring import record_progress
+from jobs.progress import StageResult
+from jobs.silver import run_silver
+from jobs.transforms.landing import reason_class
+from jobs.validate import LayerCheck, validate_layer
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+Stage = Callable[["SparkSession", Settings], Iterator[StageResult]]
+STAGES: tuple[tuple[str, Stage], ...] = (
+    ("bronze", run_bronze),
+    ("silver", run_silver),
+    ("gold", run_gold),
+)
+
+
+def new_run_id(kind: str = "run") -> str:
+    return dt.datetime.now(dt.UTC).strftime(f"{kind}-%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
+
+
+@dataclass
+class RunOutcome:
+    """Everything the run summary shows."""
+
+    run_id: str
+    command: str
+    started_at: dt.datetime
+    seconds: float = 0.0
+    stages: list[StageResult] = field(default_factory=list)
+    checks: list[LayerCheck] = field(default_factory=list)
+    # Quarantined lines of this run (whole tables for `validate`) by source and reason class.
+    quarantine: dict[str, dict[str, int]] = field(default_factory=dict)
+    blocked_at: str | None = None
+    error: str | None = None
+    report: Path | None = None
+
+    @property
+    def skipped_layers(self) -> list[str]:
+        if self.blocked_at is None or self.command != "run":
+            return []
+        names = [layer for layer, _ in STAGES]
+        return names[names.index(self.blocked_at) + 1 :]
+
+    @property
+    def status(self) -> str:
+        if self.error:
+            return "failed"
+        if any(check.failures for check in self.checks):
+            return "blocked" if self.command == "run" else "failed checks"
+        if any(check.warnings for check in self.checks):
+            return "passed with warnings"
+        return "passed"
+
+
+def _version(path: Path) -> int | None:
+    return DeltaTable(str(path)).version() if is_delta_table(path) else None
+
+
+def quarantine_by_reason(
+    spark: SparkSession, settings: Settings, since: dict[str, int | None]
+) -> dict[str, dict[str, int]]:
+    """Quarantined lines per source and reason class, added since the given versions."""
+    counts: dict[str, dict[str, int]] = {}
+    for source in SOURCES:
+        path = settings.table("quarantine", source)
+        if not is_delta_table(path):
+            continue
+        rows = (
+            read_added_since(spark, path, since.get(source))
+            .groupBy(reason_class(F.col("reason")).alias("reason"))
+            .count()
+            .collect()
+        )
+        counts[source] = dict(sorted((row["reason"], row["count"]) for row in rows))
+    return counts
+
+
+def run_pipeline(
+    spark: SparkSession,
+    settings: Settings,
+    run_id: str,
+    echo: Callable[[str], None] = print,
+) -> RunOutcome:
+    """Run every stage and checkpoint in order; stop after a blocking failure."""
+    from jobs.report import write_run_report
+
+    outcome = RunOutcome(run_id, "run", dt.datetime.now(dt.UTC))
+    started = time.perf_counter()
+    gate = QualityGate(settings.reports / "data_docs")
+    quarantine_before = {s: _version(settings.table("quarantine", s)) for s in SOURCES}
+    try:
+        for layer, stage in STAGES:
+            for result in stage(spark, settings):
+                record_progress(settings, run_id, result.stage, result.progress)
+                outcome.stages.append(result)
+                echo(result.summary())
+            if layer == "bronze":
+                outcome.quarantine = quarantine_by_reason(spark, settings, quarantine_before)
+            check = validate_layer(spark, settings, gate, layer, run_id)
+            outcome.checks.append(check)
+            echo(check.summary())
+            for problem in check.failures + check.warnings:
+                echo(f"  {'BLOCKING' if problem.blocking else 'warning '} {problem.message()}")
+            if check.failures:
+                outcome.blocked_at = layer
+                break
+    except Exception as error:
+        outcome.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
+        raise
+    finally:
+        outcome.seconds = time.perf_counter() - started
+        outcome.report = write_run_report(settings, outcome)
+    return outcome
+
+
+def validate_tables(
+    spark: SparkSession,
+    settings: Settings,
+    layers: list[str],
+    echo: Callable[[str], None] = print,
+) -> RunOutcome:
+    """`lakehouse validate`: every expectation on the whole current tables."""
+    from jobs.report import write_run_report
+
+    outcome = RunOutcome(new_run_id("validate"), "validate", dt.datetime.now(dt.UTC))
+    started = time.perf_counter()
+    gate = QualityGate(settings.reports / "data_docs")
+    try:
+        if "bronze" in layers:
+            outcome.quarantine = quarantine_by_reason(spark, settings, {})
+        for layer in layers:
+            check = validate_layer(spark, settings, gate, layer, outcome.run_id, whole_table=True)
+            outcome.checks.append(check)
+            echo(check.summary())
+            for problem in check.failures + check.warnings:
+                echo(f"  {'BLOCKING' if problem.blocking else 'warning '} {problem.message()}")
+    finally:
+        outcome.seconds = time.perf_counter() - started
+        outcome.report = write_run_report(settings, outcome)
+    return outcome

@@ -1,0 +1,292 @@
+"""Data-quality checkpoints between stages: which tables each layer checks, and on which rows.
+
+After a layer is written, `validate_layer` runs the suite of each of its tables
+(`expectations/<layer>/<table>.json`, see include/quality.py):
+
+- `new_rows` expectations run on the rows written since the table's last
+  passing validation: normally exactly what this run wrote. A table that
+  failed is checked again from the same version on the next run, so bad rows
+  cannot slip through because a later run did not write them. `lakehouse
+  validate` runs them on the whole table.
+- `table` expectations (uniqueness of keys, reconciliation, freshness, row
+  count) run on the whole table.
+
+Every outcome is appended to the Delta table `lakehouse/_meta/dq_results`,
+which is also where the last passing version of each table is read from.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from deltalake import DeltaTable, QueryBuilder
+from pyspark.sql import types as T
+
+from include.delta import read_added_since, read_snapshot
+from include.delta.schema import is_delta_table
+from include.delta.writes import append_rows
+from include.quality import Outcome, QualityGate, Suite, load_suites
+from include.settings import Settings
+from jobs.bronze import ledger_path
+from jobs.contract import GOLD_SCHEMAS, SILVER_SCHEMAS, SOURCES
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+RECONCILIATION = "bronze/reconciliation"
+LAYERS: dict[str, tuple[str, ...]] = {
+    "bronze": (
+        *(f"bronze/{source}" for source in SOURCES),
+        *(f"quarantine/{source}" for source in SOURCES),
+        RECONCILIATION,
+    ),
+    "silver": tuple(f"silver/{table}" for table in SILVER_SCHEMAS),
+    "gold": tuple(f"gold/{table}" for table in GOLD_SCHEMAS),
+}
+# Freshness expectations compare the newest ingestion time with this.
+FRESHNESS = dt.timedelta(hours=24)
+
+RESULTS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("validated_at", pa.timestamp("us", tz="UTC")),
+        ("layer", pa.string()),
+        ("table_name", pa.string()),
+        ("table_version", pa.int64()),
+        ("scope", pa.string()),
+        ("expectation", pa.string()),
+        ("description", pa.string()),
+        ("severity", pa.string()),
+        ("success", pa.bool_()),
+        ("rows_checked", pa.int64()),
+        ("unexpected_count", pa.int64()),
+        ("observed", pa.string()),
+        ("sample", pa.string()),
+        ("docs_page", pa.string()),
+    ]
+)
+RECONCILIATION_SCHEMA = T.StructType(
+    [
+        T.StructField("source", T.StringType()),
+        T.StructField("lines_read", T.LongType()),
+        T.StructField("bronze_rows", T.LongType()),
+        T.StructField("quarantine_rows", T.LongType()),
+        T.StructField("quarantine_share", T.DoubleType()),
+    ]
+)
+
+
+@dataclass
+class TableCheck:
+    """One table's validation: its version and every expectation's outcome."""
+
+    table: str
+    version: int | None
+    since_version: int | None
+    outcomes: list[Outcome] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failures(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.blocking and not o.success]
+
+    @property
+    def warnings(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.blocking and not o.success]
+
+
+@dataclass
+class LayerCheck:
+    layer: str
+    tables: list[TableCheck] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failures(self) -> list[Outcome]:
+        return [o for t in self.tables for o in t.failures]
+
+    @property
+    def warnings(self) -> list[Outcome]:
+        return [o for t in self.tables for o in t.warnings]
+
+    def summary(self) -> str:
+        total = sum(len(t.outcomes) for t in self.tables)
+        return (
+            f"{'checks ' + self.layer:<30} {total - len(self.failures) - len(self.warnings)}"
+            f"/{total} passed, {len(self.failures)} blocking failed, "
+            f"{len(self.warnings)} warning(s)  ({self.seconds:.1f} s)"
+        )
+
+
+def results_path(settings: Settings) -> Any:
+    return settings.meta("dq_results")
+
+
+def last_passed_versions(settings: Settings) -> dict[str, int]:
+    """For each table, the newest version a validation passed (no blocking failure)."""
+    path = results_path(settings)
+    if not is_delta_table(path):
+        return {}
+    query = (
+        "SELECT table_name, max(table_version) AS version "
+        "FROM (SELECT table_name, run_id, max(table_version) AS table_version, "
+        "bool_and(success OR severity <> 'critical') AS passed "
+        "FROM results WHERE table_version IS NOT NULL GROUP BY table_name, run_id) "
+        "WHERE passed GROUP BY table_name"
+    )
+    rows = pa.table(
+        QueryBuilder().register("results", DeltaTable(str(path))).execute(query).read_all()
+    ).to_pylist()
+    return {row["table_name"]: row["version"] for row in rows}
+
+
+def register_views(spark: SparkSession, settings: Settings) -> None:
+    """Every existing table as a temp view `<layer>_<table>`, for referential rules."""
+    for layer in ("bronze", "quarantine", "silver", "gold"):
+        for path in sorted((settings.lakehouse / layer).glob("*")):
+            if is_delta_table(path):
+                read_snapshot(spark, path).createOrReplaceTempView(f"{layer}_{path.name}")
+
+
+def reconciliation_frame(spark: SparkSession, settings: Settings) -> DataFrame:
+    """Per source: lines read by bronze (the ledger) against bronze and quarantine rows."""
+    lines_read: dict[str, int] = {}
+    if is_delta_table(ledger_path(settings)):
+        ledger = DeltaTable(str(ledger_path(settings)))
+        rows = pa.table(
+            QueryBuilder()
+            .register("ledger", ledger)
+            .execute("SELECT source, sum(lines_read) AS lines FROM ledger GROUP BY source")
+            .read_all()
+        ).to_pylist()
+        lines_read = {row["source"]: int(row["lines"]) for row in rows}
+
+    def count(layer: str, source: str) -> int:
+        path = settings.table(layer, source)
+        return read_snapshot(spark, path).count() if is_delta_table(path) else 0
+
+    rows = []
+    for source in SOURCES:
+        read = lines_read.get(source, 0)
+        quarantined = count("quarantine", source)
+        rows.append(
+            (
+                source,
+                read,
+                count("bronze", source),
+                quarantined,
+                quarantined / read if read else 0.0,
+            )
+        )
+    return spark.createDataFrame(rows, RECONCILIATION_SCHEMA)
+
+
+def _missing_table(table: str) -> Outcome:
+    return Outcome(
+        table=table,
+        scope="table",
+        expectation="table_exists",
+        description="the Delta table exists (run the pipeline first)",
+        blocking=True,
+        success=False,
+        rows_checked=0,
+        unexpected_count=None,
+        observed="no Delta table",
+    )
+
+
+def check_table(
+    spark: SparkSession,
+    settings: Settings,
+    gate: QualityGate,
+    suite: Suite,
+    since: int | None,
+    whole_table: bool,
+) -> TableCheck:
+    # Spark hands GX naive UTC datetimes; the parameter must be naive UTC too.
+    fresh_after = dt.datetime.now(dt.UTC).replace(tzinfo=None) - FRESHNESS
+    parameters = {"fresh_after": fresh_after}
+    started = time.perf_counter()
+    if suite.table == RECONCILIATION:
+        frame = reconciliation_frame(spark, settings).cache()
+        check = TableCheck(suite.table, None, None)
+        check.outcomes = gate.validate(suite, "table", frame, parameters)
+        frame.unpersist()
+        check.seconds = time.perf_counter() - started
+        return check
+
+    path = settings.table(suite.layer, suite.name)
+    if not is_delta_table(path):
+        return TableCheck(suite.table, None, None, [_missing_table(suite.table)])
+    version = DeltaTable(str(path)).version()
+    if whole_table or (since is not None and since > version):
+        since = None  # a rebuilt table: check all of it
+    check = TableCheck(suite.table, version, since)
+    new_rows = read_added_since(spark, path, since, version).cache()
+    try:
+        check.outcomes = gate.validate(suite, "new_rows", new_rows, parameters)
+    finally:
+        new_rows.unpersist()
+    check.outcomes += gate.validate(suite, "table", read_snapshot(spark, path, version), parameters)
+    check.seconds = time.perf_counter() - started
+    return check
+
+
+def validate_layer(
+    spark: SparkSession,
+    settings: Settings,
+    gate: QualityGate,
+    layer: str,
+    run_id: str,
+    whole_table: bool = False,
+) -> LayerCheck:
+    """Run the checkpoints of every table of `layer`, record them, render Data Docs."""
+    started = time.perf_counter()
+    suites = load_suites()
+    baselines = {} if whole_table else last_passed_versions(settings)
+    register_views(spark, settings)
+    result = LayerCheck(layer)
+    for table in LAYERS[layer]:
+        result.tables.append(
+            check_table(spark, settings, gate, suites[table], baselines.get(table), whole_table)
+        )
+    gate.build_docs()
+    record_results(settings, run_id, layer, result)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def record_results(settings: Settings, run_id: str, layer: str, result: LayerCheck) -> None:
+    now = dt.datetime.now(dt.UTC)
+    rows = [
+        {
+            "run_id": run_id,
+            "validated_at": now,
+            "layer": layer,
+            "table_name": check.table,
+            "table_version": check.version,
+            "scope": outcome.scope,
+            "expectation": outcome.expectation,
+            "description": outcome.description,
+            "severity": "critical" if outcome.blocking else "warning",
+            "success": outcome.success,
+            "rows_checked": outcome.rows_checked,
+            "unexpected_count": outcome.unexpected_count,
+            "observed": outcome.observed,
+            "sample": json.dumps(list(outcome.sample)),
+            "docs_page": (
+                outcome.docs_page.relative_to(settings.reports).as_posix()
+                if outcome.docs_page
+                else None
+            ),
+        }
+        for check in result.tables
+        for outcome in check.outcomes
+    ]
+    if rows:
+        append_rows(results_path(settings), pa.Table.from_pylist(rows, schema=RESULTS_SCHEMA))
