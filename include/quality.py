@@ -123,7 +123,7 @@ class QualityGate:
 
     docs_dir: Path
     _context: Any = None
-    _checkpoints: dict[str, Any] = field(default_factory=dict)
+    _checkpoints: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     def _gx(self) -> Any:
         if self._context is None:
@@ -159,7 +159,7 @@ class QualityGate:
             self._context = context
         return self._context
 
-    def _checkpoint(self, suite: Suite, scope: str) -> Any:
+    def _checkpoint(self, suite: Suite, scope: str) -> tuple[Any, Any]:
         key = f"{suite.layer}.{suite.name}.{scope}"
         if key not in self._checkpoints:
             import great_expectations as gx
@@ -180,15 +180,22 @@ class QualityGate:
             definition = context.validation_definitions.add_or_update(
                 gx.ValidationDefinition(name=key, data=batch, suite=gx_suite)
             )
-            self._checkpoints[key] = context.checkpoints.add_or_update(
-                Checkpoint(
-                    name=key,
-                    validation_definitions=[definition],
-                    actions=[],
-                    result_format={
-                        "result_format": "SUMMARY",
-                        "partial_unexpected_count": SAMPLE_SIZE,
-                    },
+            # Two checkpoints on one validation definition. The first computes
+            # counts only: sample values cost a Spark job per expectation, and
+            # most validations pass. The second re-runs a failed validation with
+            # sample values for the message and Data Docs.
+            self._checkpoints[key] = tuple(
+                context.checkpoints.add_or_update(
+                    Checkpoint(
+                        name=name,
+                        validation_definitions=[definition],
+                        actions=[],
+                        result_format={"result_format": kind, "partial_unexpected_count": sample},
+                    )
+                )
+                for name, kind, sample in (
+                    (key, "BASIC", 0),
+                    (f"{key}.samples", "SUMMARY", SAMPLE_SIZE),
                 )
             )
         return self._checkpoints[key]
@@ -199,10 +206,11 @@ class QualityGate:
         """Run the suite's `scope` expectations on `frame`."""
         if not suite.scoped(scope):
             return []
-        checkpoint = self._checkpoint(suite, scope)
-        result = checkpoint.run(
-            batch_parameters={"dataframe": frame}, expectation_parameters=parameters
-        )
+        counts, samples = self._checkpoint(suite, scope)
+        batch = {"dataframe": frame}
+        result = counts.run(batch_parameters=batch, expectation_parameters=parameters)
+        if not result.success:
+            result = samples.run(batch_parameters=batch, expectation_parameters=parameters)
         ((identifier, run),) = result.run_results.items()
         page = self._docs_page(identifier)
         outcomes = []

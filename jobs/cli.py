@@ -193,12 +193,9 @@ def _blocked(outcome: RunOutcome) -> int:
     failures = [o for check in outcome.checks for o in check.failures]
     if not failures:
         return 0
-    where = (
-        f"blocking checks failed after {outcome.blocked_at}; "
-        f"{', '.join(outcome.skipped_layers)} did not run"
-        if outcome.skipped_layers
-        else "blocking checks failed"
-    )
+    where = "blocking checks failed"
+    if outcome.not_run:
+        where += f"; not run: {', '.join(outcome.not_run)}"
     print(f"lakehouse {outcome.command}: {where}:", file=sys.stderr)
     for failure in failures:
         print(f"  {failure.message()}", file=sys.stderr)

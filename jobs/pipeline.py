@@ -31,7 +31,14 @@ from jobs.monitoring import record_progress
 from jobs.progress import StageResult
 from jobs.silver import run_silver
 from jobs.transforms.landing import reason_class
-from jobs.validate import LayerCheck, validate_layer
+from jobs.validate import (
+    LAYERS,
+    RECONCILIATION,
+    LayerCheck,
+    LayerValidation,
+    tables_written_by,
+    validate_layer,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -65,11 +72,21 @@ class RunOutcome:
     report: Path | None = None
 
     @property
-    def skipped_layers(self) -> list[str]:
+    def not_run(self) -> list[str]:
+        """Queries a blocking failure kept from running: the rest of its layer, later layers."""
         if self.blocked_at is None or self.command != "run":
             return []
+        ran = {stage.stage for stage in self.stages}
         names = [layer for layer, _ in STAGES]
-        return names[names.index(self.blocked_at) + 1 :]
+        later = names[names.index(self.blocked_at) + 1 :]
+        rest = [
+            table
+            for table in LAYERS[self.blocked_at]
+            if table not in ran
+            and table.split("/")[0] == self.blocked_at
+            and table != RECONCILIATION
+        ]
+        return rest + later
 
     @property
     def status(self) -> str:
@@ -105,13 +122,18 @@ def quarantine_by_reason(
     return counts
 
 
+def _first_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
 def run_pipeline(
     spark: SparkSession,
     settings: Settings,
     run_id: str,
     echo: Callable[[str], None] = print,
 ) -> RunOutcome:
-    """Run every stage and checkpoint in order; stop after a blocking failure."""
+    """Run every query, each followed by its tables' checks; stop at a blocking failure."""
     from jobs.report import write_run_report
 
     outcome = RunOutcome(run_id, "run", dt.datetime.now(dt.UTC))
@@ -120,22 +142,25 @@ def run_pipeline(
     quarantine_before = {s: _version(settings.table("quarantine", s)) for s in SOURCES}
     try:
         for layer, stage in STAGES:
+            validation = LayerValidation(spark, settings, gate, layer, run_id)
+            outcome.checks.append(validation.result)
             for result in stage(spark, settings):
                 record_progress(settings, run_id, result.stage, result.progress)
                 outcome.stages.append(result)
                 echo(result.summary())
+                if validation.check(tables_written_by(result.stage)).failures:
+                    break  # the generator is not resumed: later queries do not run
+            else:
+                validation.check(validation.unchecked)  # checks of the whole layer
             if layer == "bronze":
                 outcome.quarantine = quarantine_by_reason(spark, settings, quarantine_before)
-            check = validate_layer(spark, settings, gate, layer, run_id)
-            outcome.checks.append(check)
-            echo(check.summary())
-            for problem in check.failures + check.warnings:
-                echo(f"  {'BLOCKING' if problem.blocking else 'warning '} {problem.message()}")
-            if check.failures:
+            for line in validation.finish().lines():
+                echo(line)
+            if validation.result.failures:
                 outcome.blocked_at = layer
                 break
     except Exception as error:
-        outcome.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
+        outcome.error = _first_line(error)
         raise
     finally:
         outcome.seconds = time.perf_counter() - started
@@ -161,9 +186,11 @@ def validate_tables(
         for layer in layers:
             check = validate_layer(spark, settings, gate, layer, outcome.run_id, whole_table=True)
             outcome.checks.append(check)
-            echo(check.summary())
-            for problem in check.failures + check.warnings:
-                echo(f"  {'BLOCKING' if problem.blocking else 'warning '} {problem.message()}")
+            for line in check.lines():
+                echo(line)
+    except Exception as error:
+        outcome.error = _first_line(error)
+        raise
     finally:
         outcome.seconds = time.perf_counter() - started
         outcome.report = write_run_report(settings, outcome)

@@ -80,7 +80,7 @@ def summary_data(settings: Settings, outcome: RunOutcome) -> dict[str, Any]:
         "seconds": round(outcome.seconds, 1),
         "data_root": str(settings.data_root),
         "blocked_at": outcome.blocked_at,
-        "skipped_layers": outcome.skipped_layers,
+        "not_run": outcome.not_run,
         "error": outcome.error,
         "stages": [
             {
@@ -106,6 +106,7 @@ def summary_data(settings: Settings, outcome: RunOutcome) -> dict[str, Any]:
                         "since_version": t.since_version,
                         "passed": sum(o.success for o in t.outcomes),
                         "expectations": len(t.outcomes),
+                        "facts": t.facts,
                         "failed": [o.message() for o in t.failures],
                         "warnings": [o.message() for o in t.warnings],
                     }
@@ -137,32 +138,40 @@ def _stages_section(outcome: RunOutcome) -> str:
 
 
 def _quarantine_section(outcome: RunOutcome) -> str:
-    scope = "this run" if outcome.command == "run" else "whole tables"
+    title = f"<h2>Quarantine by reason ({'this run' if outcome.command == 'run' else 'all'})</h2>"
+    counts = outcome.quarantine
+    sources = list(counts)
+    reasons = sorted({reason for by_reason in counts.values() for reason in by_reason})
+    if not reasons:
+        return title + "<p>No line was quarantined.</p>"
+    rows = [[_e(reason)] + [_n(counts[s].get(reason)) for s in sources] for reason in reasons]
+    totals = [_n(sum(counts[s].values())) for s in sources]
+    rows.append(["<b>total</b>"] + [f"<b>{total}</b>" for total in totals])
+    numeric = set(range(1, len(sources) + 1))
+    return title + _table(["reason", *sources], rows, numeric)
+
+
+def _reconciliation(facts: list[dict[str, Any]]) -> str:
     rows = [
-        [_e(source), _e(reason), _n(count)]
-        for source, reasons in outcome.quarantine.items()
-        for reason, count in reasons.items()
+        [
+            _e(f["source"]),
+            _n(f["lines_read"]),
+            _n(f["bronze_rows"]),
+            _n(f["quarantine_rows"]),
+            _n(f["lines_read"] - f["bronze_rows"] - f["quarantine_rows"]),
+        ]
+        for f in facts
     ]
-    if not rows:
-        return f"<h2>Quarantine by reason ({scope})</h2><p>No line was quarantined.</p>"
-    return f"<h2>Quarantine by reason ({scope})</h2>" + _table(
-        ["source", "reason", "lines"], rows, {2}
-    )
+    headers = ["source", "lines read", "bronze rows", "quarantine rows", "difference"]
+    return "<h4>Reconciliation (whole tables)</h4>" + _table(headers, rows, {1, 2, 3, 4})
 
 
 def _checks_section(outcome: RunOutcome, page_dir: Path) -> str:
     parts = ["<h2>Data-quality checkpoints</h2>"]
-    if outcome.skipped_layers:
-        parts.append(
-            f"<p>Not run (blocked): {_e(', '.join(outcome.skipped_layers))} and its checks.</p>"
-        )
+    if outcome.not_run:
+        parts.append(f"<p>Not run (blocked): {_e(', '.join(outcome.not_run))}.</p>")
     for layer in outcome.checks:
-        total = sum(len(t.outcomes) for t in layer.tables)
-        parts.append(
-            f"<h3>{_e(layer.layer)}: {total - len(layer.failures) - len(layer.warnings)}/{total} "
-            f"passed, {len(layer.failures)} blocking failed, {len(layer.warnings)} warnings "
-            f"({layer.seconds:.1f} s)</h3>"
-        )
+        parts.append(f"<h3>{_e(layer.layer)}: {_e(layer.summary())}</h3>")
         rows = []
         for t in layer.tables:
             pages = {o.scope: o.docs_page for o in t.outcomes if o.docs_page}
@@ -192,6 +201,7 @@ def _checks_section(outcome: RunOutcome, page_dir: Path) -> str:
                 {2, 3, 4},
             )
         )
+        parts.extend(_reconciliation(t.facts) for t in layer.tables if t.facts)
         problems = [o for t in layer.tables for o in t.failures + t.warnings]
         if problems:
             parts.append(
@@ -234,12 +244,12 @@ def write_run_report(settings: Settings, outcome: RunOutcome) -> Path:
     note = ""
     if outcome.error:
         note = f"<p class=note>The run failed: <code>{_e(outcome.error)}</code></p>"
-    elif outcome.blocked_at and outcome.skipped_layers:
+    elif outcome.blocked_at:
         note = (
-            f"<p class=note>Blocking checks failed after <b>{_e(outcome.blocked_at)}</b>; "
-            f"{_e(' and '.join(outcome.skipped_layers))} did not run. Fix the data (see the "
-            "failures below), then run again: the failed table is checked again from the "
-            "same version.</p>"
+            f"<p class=note>Blocking checks failed in <b>{_e(outcome.blocked_at)}</b>; "
+            f"not run: {_e(', '.join(outcome.not_run) or 'nothing')}. Fix the data (see the "
+            "failures below), then run again: a failed table is checked again from its last "
+            "passing version.</p>"
         )
     docs_index = settings.reports / "data_docs" / "index.html"
     body = (

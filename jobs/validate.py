@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +50,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "silver": tuple(f"silver/{table}" for table in SILVER_SCHEMAS),
     "gold": tuple(f"gold/{table}" for table in GOLD_SCHEMAS),
 }
+# `silver_clicks` in a suite's SQL is the table silver/clicks (see register_views).
+TABLE_REFERENCE = re.compile(r"\b(bronze|quarantine|silver|gold)_([a-z0-9_]+)\b")
 # Freshness expectations compare the newest ingestion time with this.
 FRESHNESS = dt.timedelta(hours=24)
 
@@ -90,6 +94,8 @@ class TableCheck:
     since_version: int | None
     outcomes: list[Outcome] = field(default_factory=list)
     seconds: float = 0.0
+    # The rows a derived check validated (reconciliation: one per source), for the report.
+    facts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failures(self) -> list[Outcome]:
@@ -114,13 +120,23 @@ class LayerCheck:
     def warnings(self) -> list[Outcome]:
         return [o for t in self.tables for o in t.warnings]
 
+    @property
+    def expectations(self) -> int:
+        return sum(len(t.outcomes) for t in self.tables)
+
     def summary(self) -> str:
-        total = sum(len(t.outcomes) for t in self.tables)
+        passed = self.expectations - len(self.failures) - len(self.warnings)
         return (
-            f"{'checks ' + self.layer:<30} {total - len(self.failures) - len(self.warnings)}"
-            f"/{total} passed, {len(self.failures)} blocking failed, "
-            f"{len(self.warnings)} warning(s)  ({self.seconds:.1f} s)"
+            f"{passed}/{self.expectations} passed, {len(self.failures)} blocking failed, "
+            f"{len(self.warnings)} warning(s) ({self.seconds:.1f} s)"
         )
+
+    def lines(self) -> list[str]:
+        """What the command prints: the summary, then every failure and warning."""
+        return [f"{'checks ' + self.layer:<30} {self.summary()}"] + [
+            f"  {'BLOCKING' if o.blocking else 'warning '} {o.message()}"
+            for o in self.failures + self.warnings
+        ]
 
 
 def results_path(settings: Settings) -> Any:
@@ -145,12 +161,15 @@ def last_passed_versions(settings: Settings) -> dict[str, int]:
     return {row["table_name"]: row["version"] for row in rows}
 
 
-def register_views(spark: SparkSession, settings: Settings) -> None:
-    """Every existing table as a temp view `<layer>_<table>`, for referential rules."""
-    for layer in ("bronze", "quarantine", "silver", "gold"):
-        for path in sorted((settings.lakehouse / layer).glob("*")):
-            if is_delta_table(path):
-                read_snapshot(spark, path).createOrReplaceTempView(f"{layer}_{path.name}")
+def register_views(spark: SparkSession, settings: Settings, suite: Suite) -> None:
+    """The tables a suite's SQL rules refer to (`silver_clicks`), as temp views."""
+    queries = " ".join(
+        str(e["kwargs"].get("unexpected_rows_query", "")) for e in suite.expectations
+    )
+    for layer, name in sorted(set(TABLE_REFERENCE.findall(queries))):
+        path = settings.table(layer, name)
+        if is_delta_table(path):
+            read_snapshot(spark, path).createOrReplaceTempView(f"{layer}_{name}")
 
 
 def reconciliation_frame(spark: SparkSession, settings: Settings) -> DataFrame:
@@ -215,6 +234,7 @@ def check_table(
     if suite.table == RECONCILIATION:
         frame = reconciliation_frame(spark, settings).cache()
         check = TableCheck(suite.table, None, None)
+        check.facts = [row.asDict() for row in frame.collect()]
         check.outcomes = gate.validate(suite, "table", frame, parameters)
         frame.unpersist()
         check.seconds = time.perf_counter() - started
@@ -237,6 +257,66 @@ def check_table(
     return check
 
 
+def tables_written_by(query: str) -> tuple[str, ...]:
+    """The tables a stage's query writes: a bronze query also writes its quarantine."""
+    layer, name = query.split("/")
+    return (query, f"quarantine/{name}") if layer == "bronze" else (query,)
+
+
+class LayerValidation:
+    """The checkpoint of one layer, run table by table as the layer's queries finish.
+
+    Checking a table right after its query, before the next query reads it,
+    keeps bad rows from spreading even within a layer.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: Settings,
+        gate: QualityGate,
+        layer: str,
+        run_id: str,
+        whole_table: bool = False,
+    ) -> None:
+        self.spark, self.settings, self.gate = spark, settings, gate
+        self.run_id, self.whole_table = run_id, whole_table
+        self.result = LayerCheck(layer)
+        self._suites = load_suites()
+        self._baselines = {} if whole_table else last_passed_versions(settings)
+
+    @property
+    def unchecked(self) -> list[str]:
+        done = {t.table for t in self.result.tables}
+        return [table for table in LAYERS[self.result.layer] if table not in done]
+
+    def check(self, tables: Iterable[str]) -> LayerCheck:
+        started = time.perf_counter()
+        for table in tables:
+            suite = self._suites[table]
+            register_views(self.spark, self.settings, suite)
+            self.result.tables.append(
+                check_table(
+                    self.spark,
+                    self.settings,
+                    self.gate,
+                    suite,
+                    self._baselines.get(table),
+                    self.whole_table,
+                )
+            )
+        self.result.seconds += time.perf_counter() - started
+        return self.result
+
+    def finish(self) -> LayerCheck:
+        """Render Data Docs and record every outcome of the layer."""
+        started = time.perf_counter()
+        self.gate.build_docs()
+        record_results(self.settings, self.run_id, self.result)
+        self.result.seconds += time.perf_counter() - started
+        return self.result
+
+
 def validate_layer(
     spark: SparkSession,
     settings: Settings,
@@ -245,29 +325,19 @@ def validate_layer(
     run_id: str,
     whole_table: bool = False,
 ) -> LayerCheck:
-    """Run the checkpoints of every table of `layer`, record them, render Data Docs."""
-    started = time.perf_counter()
-    suites = load_suites()
-    baselines = {} if whole_table else last_passed_versions(settings)
-    register_views(spark, settings)
-    result = LayerCheck(layer)
-    for table in LAYERS[layer]:
-        result.tables.append(
-            check_table(spark, settings, gate, suites[table], baselines.get(table), whole_table)
-        )
-    gate.build_docs()
-    record_results(settings, run_id, layer, result)
-    result.seconds = time.perf_counter() - started
-    return result
+    """Run the checkpoint of every table of `layer`, record it, render Data Docs."""
+    validation = LayerValidation(spark, settings, gate, layer, run_id, whole_table)
+    validation.check(LAYERS[layer])
+    return validation.finish()
 
 
-def record_results(settings: Settings, run_id: str, layer: str, result: LayerCheck) -> None:
+def record_results(settings: Settings, run_id: str, result: LayerCheck) -> None:
     now = dt.datetime.now(dt.UTC)
     rows = [
         {
             "run_id": run_id,
             "validated_at": now,
-            "layer": layer,
+            "layer": result.layer,
             "table_name": check.table,
             "table_version": check.version,
             "scope": outcome.scope,

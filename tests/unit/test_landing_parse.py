@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from jobs.contract import CLICKS, IMPRESSIONS, USER_ACTIONS, SourceSpec
-from jobs.transforms.landing import parse_landing_lines
+from jobs.transforms.landing import parse_landing_lines, reason_class
 
 UTC = dt.UTC
 GOOD_ACTION = (
@@ -55,64 +55,83 @@ def test_offsets_are_converted_to_utc(spark, text, expected_utc):
     assert row["event_time"] == expected_utc
 
 
-@pytest.mark.parametrize(
-    ("line", "expected"),
-    [
-        (b"", "empty line"),
-        (b"   ", "empty line"),
-        (b'{"event_id": "e1", ', "not valid JSON (syntax error or duplicate key)"),
-        (b'{"a":1,"a":2}', "not valid JSON (syntax error or duplicate key)"),
-        (b"[1, 2, 3]", "not a JSON object: got array"),
-        (b'"just a string"', "not a JSON object: got string"),
-        (b"\xff\xfe{}", "not valid UTF-8"),
-        (
-            b'{"user_id":"u1","action":"view","event_time":"2026-11-01T12:00:00Z"}',
-            "missing required field(s): event_id",
-        ),
-        (
-            b'{"event_id":null,"user_id":"u1","action":"view","event_time":null}',
-            "missing required field(s): event_id, event_time",
-        ),
-        (
-            b'{"event_id":42,"user_id":"u1","action":"view","event_time":"2026-11-01T12:00:00Z"}',
-            "field 'event_id' must be a string, got bigint",
-        ),
-        (
-            b'{"event_id":"e","user_id":{"id":1},"action":"view","event_time":"2026-11-01T12:00:00Z"}',
-            "field 'user_id' must be a string, got object",
-        ),
-        (
-            b'{"event_id":"e","user_id":"u","action":"view","event_time":1793000000}',
-            "field 'event_time' must be a string, got bigint",
-        ),
-        (
-            b'{"event_id":"e","user_id":"u","action":"view","event_time":"2026-11-01T12:00:00"}',
-            "bad timestamp in 'event_time': '2026-11-01T12:00:00' (expected ISO-8601 with offset, "
-            "e.g. 2026-11-01T12:34:56.789Z)",
-        ),
-        (
-            b'{"event_id":"e","user_id":"u","action":"view","event_time":"2026-13-45T25:61:00Z"}',
-            "bad timestamp in 'event_time': '2026-13-45T25:61:00Z' (expected ISO-8601 with offset, "
-            "e.g. 2026-11-01T12:34:56.789Z)",
-        ),
-        (
-            b'{"event_id":"e","user_id":"u","action":"view","event_time":"yesterday"}',
-            "bad timestamp in 'event_time': 'yesterday' (expected ISO-8601 with offset, "
-            "e.g. 2026-11-01T12:34:56.789Z)",
-        ),
-        (
-            b'{"event_id":"e","user_id":"u","action":"teleport","event_time":"2026-11-01T12:00:00Z"}',
-            "unknown action 'teleport' (expected one of login, view, click, purchase, logout)",
-        ),
-        (
-            b'{"event_id":"e","user_id":7,"action":"fly","event_time":"2026-11-01T12:00:00Z"}',
-            "field 'user_id' must be a string, got bigint; unknown action 'fly' "
-            "(expected one of login, view, click, purchase, logout)",
-        ),
-    ],
-)
+REJECTED_LINES = [
+    (b"", "empty line"),
+    (b"   ", "empty line"),
+    (b'{"event_id": "e1", ', "not valid JSON (syntax error or duplicate key)"),
+    (b'{"a":1,"a":2}', "not valid JSON (syntax error or duplicate key)"),
+    (b"[1, 2, 3]", "not a JSON object: got array"),
+    (b'"just a string"', "not a JSON object: got string"),
+    (b"\xff\xfe{}", "not valid UTF-8"),
+    (
+        b'{"user_id":"u1","action":"view","event_time":"2026-11-01T12:00:00Z"}',
+        "missing required field(s): event_id",
+    ),
+    (
+        b'{"event_id":null,"user_id":"u1","action":"view","event_time":null}',
+        "missing required field(s): event_id, event_time",
+    ),
+    (
+        b'{"event_id":42,"user_id":"u1","action":"view","event_time":"2026-11-01T12:00:00Z"}',
+        "field 'event_id' must be a string, got bigint",
+    ),
+    (
+        b'{"event_id":"e","user_id":{"id":1},"action":"view","event_time":"2026-11-01T12:00:00Z"}',
+        "field 'user_id' must be a string, got object",
+    ),
+    (
+        b'{"event_id":"e","user_id":"u","action":"view","event_time":1793000000}',
+        "field 'event_time' must be a string, got bigint",
+    ),
+    (
+        b'{"event_id":"e","user_id":"u","action":"view","event_time":"2026-11-01T12:00:00"}',
+        "bad timestamp in 'event_time': '2026-11-01T12:00:00' (expected ISO-8601 with offset, "
+        "e.g. 2026-11-01T12:34:56.789Z)",
+    ),
+    (
+        b'{"event_id":"e","user_id":"u","action":"view","event_time":"2026-13-45T25:61:00Z"}',
+        "bad timestamp in 'event_time': '2026-13-45T25:61:00Z' (expected ISO-8601 with offset, "
+        "e.g. 2026-11-01T12:34:56.789Z)",
+    ),
+    (
+        b'{"event_id":"e","user_id":"u","action":"view","event_time":"yesterday"}',
+        "bad timestamp in 'event_time': 'yesterday' (expected ISO-8601 with offset, "
+        "e.g. 2026-11-01T12:34:56.789Z)",
+    ),
+    (
+        b'{"event_id":"e","user_id":"u","action":"teleport","event_time":"2026-11-01T12:00:00Z"}',
+        "unknown action 'teleport' (expected one of login, view, click, purchase, logout)",
+    ),
+    (
+        b'{"event_id":"e","user_id":7,"action":"fly","event_time":"2026-11-01T12:00:00Z"}',
+        "field 'user_id' must be a string, got bigint; unknown action 'fly' "
+        "(expected one of login, view, click, purchase, logout)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "expected"), REJECTED_LINES)
 def test_rejected_lines_say_why(spark, line, expected):
     assert reason(spark, USER_ACTIONS, line) == expected
+
+
+def test_reason_classes_drop_the_details(spark):
+    reasons = [expected for _, expected in REJECTED_LINES] + ["line too long: 5 bytes (limit 2)"]
+    frame = spark.createDataFrame([(r,) for r in reasons], "reason string")
+    classes = {row[0] for row in frame.select(reason_class(F.col("reason"))).collect()}
+    assert classes == {
+        "empty line",
+        "not valid JSON",
+        "not a JSON object",
+        "not valid UTF-8",
+        "missing required field(s)",
+        "field 'event_id' must be a string",
+        "field 'user_id' must be a string",
+        "field 'event_time' must be a string",
+        "bad timestamp in 'event_time'",
+        "unknown action",
+        "line too long",
+    }
 
 
 def test_extra_fields_are_ignored(spark):

@@ -1,0 +1,100 @@
+"""The suites in expectations/: complete, valid for Great Expectations, and about real columns."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from include.quality import EXPECTATIONS_DIR, load_suite, load_suites
+from jobs.contract import QUARANTINE_SCHEMA, SOURCES, table_schema
+from jobs.validate import LAYERS, RECONCILIATION, RECONCILIATION_SCHEMA
+from tests.unit.test_landing_parse import REJECTED_LINES
+
+SUITES = load_suites()
+COLUMN_KEYS = ("column", "column_A", "column_B")
+
+
+def columns_of(table: str) -> list[str]:
+    layer, name = table.split("/")
+    if table == RECONCILIATION:
+        return RECONCILIATION_SCHEMA.names
+    if layer == "quarantine":
+        return QUARANTINE_SCHEMA.names
+    if layer == "bronze":
+        return SOURCES[name].bronze_schema.names
+    return table_schema(layer, name).names
+
+
+def test_there_is_one_suite_per_checked_table():
+    assert sorted(SUITES) == sorted(table for tables in LAYERS.values() for table in tables)
+
+
+@pytest.mark.parametrize("table", sorted(SUITES))
+def test_every_expectation_names_columns_of_its_table(table):
+    columns = columns_of(table)
+    for expectation in SUITES[table].expectations:
+        kwargs = expectation["kwargs"]
+        named = [kwargs[key] for key in COLUMN_KEYS if key in kwargs]
+        named += kwargs.get("column_list", [])
+        assert set(named) <= set(columns), (table, expectation["type"], named)
+
+
+@pytest.mark.parametrize("table", sorted(SUITES))
+def test_every_expectation_is_a_valid_gx_configuration(table):
+    import great_expectations as gx
+
+    suite = SUITES[table]
+    built = gx.ExpectationSuite(name=suite.table, expectations=list(suite.expectations))
+    assert len(built.expectations) == len(suite.expectations)
+    assert {str(e.severity.value) for e in built.expectations} <= {"critical", "warning"}
+
+
+def test_every_table_has_blocking_rules_on_new_rows_and_on_the_whole_table():
+    for table, suite in SUITES.items():
+        scopes = {e["meta"]["scope"] for e in suite.expectations if e["severity"] == "critical"}
+        expected = {"table"} if table == RECONCILIATION else {"new_rows"}
+        assert expected <= scopes, table
+    keyed = [t for t in SUITES if t.startswith(("silver/", "gold/"))]
+    for table in keyed:
+        types = {e["type"] for e in SUITES[table].scoped("table")}
+        assert types & {
+            "expect_column_values_to_be_unique",
+            "expect_compound_columns_to_be_unique",
+            "unexpected_rows_expectation",
+        }, f"{table} has no uniqueness rule on the whole table"
+
+
+def test_a_suite_without_severity_or_scope_is_refused(tmp_path):
+    folder = tmp_path / "silver"
+    folder.mkdir()
+    good = {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "a"}}
+    for broken, problem in (
+        ({**good, "meta": {"scope": "new_rows"}}, "severity"),
+        ({**good, "severity": "critical", "meta": {"scope": "everything"}}, "meta.scope"),
+    ):
+        path = folder / "impressions.json"
+        path.write_text(json.dumps({"name": "silver.impressions", "expectations": [broken]}))
+        with pytest.raises(ValueError, match=problem):
+            load_suite(path)
+
+
+def test_suite_files_are_formatted_and_named_after_their_table():
+    for path in EXPECTATIONS_DIR.glob("*/*.json"):
+        document = json.loads(path.read_text())
+        assert document["name"] == f"{path.parent.name}.{path.stem}"
+        assert path.read_text() == json.dumps(document, indent=2) + "\n"
+
+
+def test_the_reason_class_rule_accepts_every_reason_the_parser_writes():
+    regex = next(
+        e["kwargs"]["regex"]
+        for e in SUITES["quarantine/user_actions"].expectations
+        if e["type"] == "expect_column_values_to_match_regex"
+    )
+    # The parser's reasons, as its tests pin them down.
+    reasons = [expected for _, expected in REJECTED_LINES] + ["line too long: 5 bytes (limit 2)"]
+    for reason in reasons:
+        assert re.search(regex, reason), reason
+    assert not re.search(regex, "something new")
