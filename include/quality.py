@@ -101,8 +101,9 @@ class Outcome:
 
 def _describe(config: dict[str, Any]) -> str:
     kwargs = config["kwargs"]
-    if kwargs.get("description"):
-        return str(kwargs["description"])
+    description = config.get("description") or kwargs.get("description")
+    if description:
+        return str(description)
     args = [
         str(kwargs[key])
         for key in ("column", "column_list", "column_A", "column_B", "value_set")
@@ -114,7 +115,7 @@ def _describe(config: dict[str, Any]) -> str:
 
 def _text(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= 120 else text[:117] + "..."
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 @dataclass
@@ -155,7 +156,9 @@ class QualityGate:
                 progress_bars=ProgressBarsConfig(globally=False),
             )
             context = gx.get_context(project_config=config, mode="ephemeral")
-            context.data_sources.add_or_update_spark("lakehouse")
+            # persist=False: GX would cache every batch and never release it; the
+            # caller caches what is worth caching and unpersists it.
+            context.data_sources.add_or_update_spark("lakehouse", persist=False)
             self._context = context
         return self._context
 

@@ -1,0 +1,346 @@
+"""Data-quality checkpoints on real tables: clean data passes, each defect is caught by its rule.
+
+One clean pipeline run (module fixture); each defect test copies its tables,
+injects one defect the way a bug or a bad manual write would (a Delta commit
+through delta-rs), and validates the layer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from include.quality import load_suites
+from jobs.bronze import ledger_path
+from jobs.contract import SOURCES
+from jobs.generate import GeneratorConfig, generate
+from jobs.pipeline import RunOutcome, run_pipeline, validate_tables
+from jobs.validate import LAYERS, RECONCILIATION, results_path
+from tests.helpers import delta_count, delta_table, landing_lines, run_cli, settings_for
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def clean(spark, tmp_path_factory) -> tuple[object, RunOutcome]:
+    root = tmp_path_factory.mktemp("clean")
+    settings = settings_for(root)
+    generate(GeneratorConfig(events=2500, seed=21), settings.landing)
+    outcome = run_pipeline(spark, settings, "run-clean", echo=lambda line: None)
+    return settings, outcome
+
+
+def test_clean_data_passes_every_expectation(clean):
+    _, outcome = clean
+    assert outcome.status == "passed", [o.message() for c in outcome.checks for o in c.warnings]
+    suites = load_suites()
+    checked = {t.table: len(t.outcomes) for layer in outcome.checks for t in layer.tables}
+    assert checked == {table: len(suite.expectations) for table, suite in suites.items()}
+    assert [c.layer for c in outcome.checks] == list(LAYERS)
+
+
+def test_every_outcome_is_kept_in_a_delta_table(clean):
+    settings, outcome = clean
+    rows = delta_table(results_path(settings)).to_pylist()
+    assert len(rows) == sum(len(t.outcomes) for c in outcome.checks for t in c.tables)
+    assert {r["run_id"] for r in rows} == {"run-clean"}
+    assert all(r["success"] for r in rows)
+    assert {r["scope"] for r in rows} == {"new_rows", "table"}
+    assert {r["severity"] for r in rows} == {"critical", "warning"}
+    for row in rows:
+        assert (settings.reports / row["docs_page"]).is_file(), row["docs_page"]
+
+
+def test_reconciliation_counts_every_landing_line(clean):
+    settings, outcome = clean
+    (check,) = [t for c in outcome.checks for t in c.tables if t.table == RECONCILIATION]
+    facts = {f["source"]: f for f in check.facts}
+    for source in SOURCES:
+        lines = len(landing_lines(settings.landing, source))
+        assert facts[source]["lines_read"] == lines
+        assert facts[source]["bronze_rows"] == delta_count(settings.table("bronze", source))
+        assert facts[source]["bronze_rows"] + facts[source]["quarantine_rows"] == lines, source
+    ledger = delta_table(ledger_path(settings)).to_pylist()
+    assert len({(r["query_id"], r["batch_id"]) for r in ledger}) == len(ledger)
+
+
+def test_run_summary_numbers_match_the_tables_and_links_resolve(clean):
+    settings, outcome = clean
+    page = outcome.report
+    summary = json.loads(page.with_suffix(".json").read_text())
+    assert summary["status"] == "passed"
+    for stage in summary["stages"]:
+        layer, name = stage["stage"].split("/")
+        if name == "user_status":
+            continue  # upserts: rows written are inserts plus updates
+        for table, rows in stage["rows_out"].items():
+            target = settings.table(table if layer == "bronze" else layer, name)
+            assert rows == delta_count(target), stage
+    by_reason = summary["quarantine_by_reason"]
+    for source in SOURCES:
+        quarantined = delta_count(settings.table("quarantine", source))
+        assert sum(by_reason[source].values()) == quarantined
+    assert sum(sum(reasons.values()) for reasons in by_reason.values()) > 0
+
+    text = page.read_text()
+    bronze_rows = delta_count(settings.table("bronze", "impressions"))
+    assert f"{bronze_rows:,} bronze" in text
+    links = re.findall(r'href="([^"]+)"', text)
+    assert any("data_docs/validations/" in link for link in links)
+    for link in links:
+        assert (page.parent / link).resolve().is_file(), link
+    index = (settings.reports / "index.html").read_text()
+    assert f"runs/{outcome.run_id}.html" in index
+
+
+def test_report_renders_in_a_browser(clean, tmp_path):
+    """Headless Chromium opens the page from disk and renders the numbers."""
+    import subprocess
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not installed (make test installs it where it can)")
+    _, outcome = clean
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    url = outcome.report.as_uri()
+    dom = subprocess.run(
+        [chromium, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120
+    )
+    assert "Data-quality checkpoints" in dom.stdout and "passed" in dom.stdout
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [chromium, *flags, "--window-size=1280,2000", f"--screenshot={shot}", url],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert (width, height) == (1280, 2000)
+    assert len(png) > 50_000  # a page of tables, not a blank or error page
+
+
+# -- defects --------------------------------------------------------------------
+
+
+def append_rows_like(path: Path, change: Callable[[dict], dict], count: int = 1) -> list[dict]:
+    """Append `count` existing rows, each changed by `change`, as one Delta commit."""
+    table = delta_table(path)
+    rows = [change(dict(row)) for row in table.slice(0, count).to_pylist()]
+    write_deltalake(str(path), pa.Table.from_pylist(rows, schema=table.schema), mode="append")
+    return rows
+
+
+# What a defect breaks: the expectation's description, a sample value, the unexpected count.
+Defect = tuple[str, str, int]
+
+
+def first_row(path: Path, where: Callable[[dict], bool]) -> dict:
+    return next(row for row in delta_table(path).to_pylist() if where(row))
+
+
+def duplicate_impression(settings) -> Defect:
+    (row,) = append_rows_like(settings.table("silver", "impressions"), lambda r: r)
+    return "expect_column_values_to_be_unique(impression_id)", row["impression_id"], 2
+
+
+def null_click_id(settings) -> Defect:
+    append_rows_like(settings.table("silver", "clicks"), lambda r: {**r, "click_id": None})
+    return "expect_column_values_to_not_be_null(click_id)", "null", 1
+
+
+def ctr_above_one(settings) -> Defect:
+    append_rows_like(
+        settings.table("gold", "ad_performance_hourly"),
+        lambda r: {**r, "ad_id": "ad-defect", "impressions": 2, "clicks": 3, "ctr": 1.5},
+    )
+    return "ctr is between 0 and 1", "1.5", 1
+
+
+def session_ends_before_start(settings) -> Defect:
+    def change(row: dict) -> dict:
+        end = row["session_start"] - dt.timedelta(minutes=5)
+        return {**row, "session_id": "session-defect", "session_end": end}
+
+    (row,) = append_rows_like(settings.table("silver", "user_sessions"), change)
+    end = row["session_end"].astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return "expect_column_pair_values_a_to_be_greater_than_b(session_end, session_start)", end, 1
+
+
+def dangling_click(settings) -> Defect:
+    path = settings.table("silver", "ad_attribution")
+    matched = first_row(path, lambda r: r["click_id"] is not None)
+    write_deltalake(
+        str(path),
+        pa.Table.from_pylist(
+            [{**matched, "click_id": "click-nowhere"}], schema=delta_table(path).schema
+        ),
+        mode="append",
+    )
+    return (
+        "every attributed click is a click in silver/clicks on this impression",
+        "click-nowhere",
+        1,
+    )
+
+
+def duplicated_bronze_lines(settings) -> Defect:
+    append_rows_like(settings.table("bronze", "clicks"), lambda r: r, count=3)
+    # One unexpected row: the clicks source, whose lines_read is 3 short.
+    return "every line read is in bronze or in quarantine, exactly once", '"source": "clicks"', 1
+
+
+DEFECTS = {
+    "duplicate key in silver": ("silver", "silver/impressions", duplicate_impression),
+    "null key": ("silver", "silver/clicks", null_click_id),
+    "ctr out of range": ("gold", "gold/ad_performance_hourly", ctr_above_one),
+    "session ends before it starts": ("silver", "silver/user_sessions", session_ends_before_start),
+    "dangling click": ("silver", "silver/ad_attribution", dangling_click),
+    "reconciliation mismatch": ("bronze", RECONCILIATION, duplicated_bronze_lines),
+}
+# Rules that a defect breaks besides its own, by construction of the defect.
+ALSO_BROKEN = {
+    "ctr out of range": {"expect_column_pair_values_a_to_be_greater_than_b(impressions, clicks)"},
+}
+
+
+def copy_tables(settings, tmp_path: Path):
+    copy = settings_for(tmp_path / "data")
+    shutil.copytree(settings.lakehouse, copy.lakehouse)
+    return copy
+
+
+@pytest.mark.parametrize("defect", sorted(DEFECTS))
+def test_each_defect_fails_its_blocking_expectation(spark, clean, tmp_path, defect):
+    layer, table, inject = DEFECTS[defect]
+    settings = copy_tables(clean[0], tmp_path)
+    description, sample, unexpected = inject(settings)
+    outcome = validate_tables(spark, settings, [layer], echo=lambda line: None)
+    failed = {(o.table, o.description) for c in outcome.checks for o in c.failures}
+    assert (table, description) in failed
+    assert {d for _, d in failed} - {description} == ALSO_BROKEN.get(defect, set())
+    (failure,) = [o for c in outcome.checks for o in c.failures if o.description == description]
+    assert failure.blocking and failure.docs_page and failure.docs_page.is_file()
+    assert any(sample in value for value in failure.sample), failure.sample
+    found = failure.unexpected_count if failure.unexpected_count is not None else failure.observed
+    assert str(found) == str(unexpected)
+    assert outcome.status == "failed checks"
+
+
+def test_a_warning_is_reported_and_does_not_fail(spark, clean, tmp_path):
+    settings = copy_tables(clean[0], tmp_path)
+    quarantine = settings.table("quarantine", "impressions")
+    DeltaTable(str(quarantine)).update(new_values={"reason": "a brand-new kind of problem"})
+    outcome = validate_tables(spark, settings, ["bronze"], echo=lambda line: None)
+    (warning,) = [o for c in outcome.checks for o in c.warnings]
+    assert warning.table == "quarantine/impressions" and not warning.blocking
+    assert warning.description == "every reason is one of the documented reason classes"
+    assert warning.unexpected_count == delta_count(quarantine) > 0
+    assert outcome.status == "passed with warnings"
+
+
+def test_validate_command_names_the_failure_and_exits_non_zero(clean, tmp_path):
+    settings = copy_tables(clean[0], tmp_path)
+    null_click_id(settings)
+    done = run_cli("validate", "--layer", "silver", "--data-root", str(settings.data_root))
+    assert done.returncode == 1, done.stderr
+    assert "silver/clicks: expect_column_values_to_not_be_null(click_id)" in done.stderr
+    assert "1 of" in done.stderr and "sample: null" in done.stderr
+    assert "report:" in done.stderr
+    assert "checks silver" in done.stdout and "checks gold" not in done.stdout
+    passing = run_cli("validate", "--layer", "gold", "--data-root", str(settings.data_root))
+    assert passing.returncode == 0, passing.stderr
+
+
+# -- gating: a blocking failure stops what comes after it --------------------------
+
+
+def versions(settings, tables: list[str]) -> dict[str, int]:
+    return {t: DeltaTable(str(settings.table(*t.split("/")))).version() for t in tables}
+
+
+def test_blocking_failure_stops_later_queries_until_the_data_is_fixed(spark, tmp_path):
+    settings = settings_for(tmp_path / "data")
+    quiet: Callable[[str], None] = lambda line: None  # noqa: E731
+    generate(GeneratorConfig(events=1500, seed=31), settings.landing)
+    assert run_pipeline(spark, settings, "run-1", echo=quiet).status == "passed"
+
+    # A bad manual edit of silver (a duplicate key: blocking) and odd quarantine
+    # reasons (a warning), then a new day of events arrives.
+    impressions = DeltaTable(str(settings.table("silver", "impressions")))
+    first, second = delta_table(settings.table("silver", "impressions")).slice(0, 2).to_pylist()
+    impressions.update(
+        predicate=f"impression_id = '{second['impression_id']}'",
+        new_values={"impression_id": first["impression_id"], "ad_id": "ad-edited"},
+    )
+    DeltaTable(str(settings.table("quarantine", "impressions"))).update(
+        new_values={"reason": "a brand-new kind of problem"}
+    )
+    start = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
+    generate(GeneratorConfig(events=1500, seed=32, start=start), settings.landing)
+    downstream = [
+        "silver/clicks",
+        "silver/user_actions",
+        "silver/ad_attribution",
+        "silver/user_sessions",
+        *LAYERS["gold"],
+    ]
+    before = versions(settings, downstream)
+    bronze_before = delta_count(settings.table("bronze", "impressions"))
+
+    blocked = run_pipeline(spark, settings, "run-2", echo=quiet)
+    assert blocked.status == "blocked" and blocked.blocked_at == "silver"
+    assert [s.stage for s in blocked.stages] == [
+        "bronze/impressions",
+        "bronze/clicks",
+        "bronze/user_actions",
+        "silver/impressions",
+    ]
+    assert blocked.not_run == [*downstream[:4], "gold"]
+    assert versions(settings, downstream) == before
+    assert delta_count(settings.table("bronze", "impressions")) > bronze_before
+    (warning,) = blocked.checks[0].warnings  # reported, and bronze went on
+    assert warning.table == "quarantine/impressions"
+    (failure,) = blocked.checks[1].failures
+    assert failure.description == "expect_column_values_to_be_unique(impression_id)"
+    summary = json.loads(blocked.report.with_suffix(".json").read_text())
+    assert summary["status"] == "blocked" and "gold" in summary["not_run"]
+    assert "not run: silver/clicks" in blocked.report.read_text()
+
+    # Not fixed: the next run is blocked again at the same place.
+    again = run_pipeline(spark, settings, "run-3", echo=quiet)
+    assert again.blocked_at == "silver" and versions(settings, downstream) == before
+
+    # Fixed (the edit undone): the run passes and the later queries catch up.
+    # Streams skip such non-append commits, so downstream never saw the edit.
+    DeltaTable(str(settings.table("silver", "impressions"))).update(
+        predicate="ad_id = 'ad-edited'",
+        new_values={"impression_id": second["impression_id"], "ad_id": second["ad_id"]},
+    )
+    fixed = run_pipeline(spark, settings, "run-4", echo=quiet)
+    # The odd reasons were reported for the rows that had them; they are not new rows now.
+    assert fixed.status == "passed", fixed.status
+    after = versions(settings, downstream)
+    assert all(after[t] > before[t] for t in downstream), after
+    gold = delta_table(settings.table("gold", "actions_10min")).to_pylist()
+    assert "2026-11-02" in Counter(str(row["event_date"]) for row in gold)
