@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # Sample size for `make run` when landing/ is empty.
 SAMPLE_EVENTS ?= 20000
 
-.PHONY: setup run test lint format typecheck lock clean
+.PHONY: setup browser run test lint format typecheck lock clean
 
 setup: $(VENV)/.installed
 
@@ -22,8 +22,18 @@ run: setup
 	$(BIN)/lakehouse generate --if-empty --events $(SAMPLE_EVENTS) --seed 7
 	$(BIN)/lakehouse run
 
-test: setup lint typecheck
+test: setup browser lint typecheck
 	$(BIN)/pytest
+
+# One test renders the run report in headless Chromium. Where this is a Debian
+# machine and we are root, install Debian's chromium; elsewhere that test skips.
+browser:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's chromium for the report rendering test"; \
+	    { apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; } \
+	      >/dev/null 2>&1 || echo "could not install chromium: the report rendering test will skip"; \
+	  else echo "chromium not found: the report rendering test will skip"; fi; }
 
 lint: setup
 	$(BIN)/ruff check .

@@ -1,10 +1,13 @@
-"""One incremental run: each layer's stage, then that layer's data-quality checkpoint.
+"""One incremental run: every query, each followed by the checks of the tables it wrote.
 
-bronze -> check bronze -> silver -> check silver -> gold -> check gold. A
-blocking failure stops the layers after it (their streams keep their
-checkpoints, so the next run picks up exactly where this one stopped);
-warnings are reported and the run goes on. Whatever happens, the run summary
-page is written to `reports/runs/<run_id>.html`.
+bronze/<source> -> check bronze/<source> and quarantine/<source> -> ... ->
+check bronze/reconciliation -> silver/impressions -> check it -> ... -> gold.
+A table is checked before the next query reads it. A blocking failure stops
+the run there: the remaining queries of its layer and every later layer do
+not run (their streams keep their checkpoints, so a later run picks up
+exactly where this one stopped). Warnings are reported and the run goes on.
+Whatever happens, the run summary page is written to
+`reports/runs/<run_id>.html`.
 """
 
 from __future__ import annotations
