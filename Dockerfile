@@ -13,6 +13,7 @@ RUN pip install --no-cache-dir -r requirements.txt
 COPY include ./include
 COPY jobs ./jobs
 COPY dags ./dags
+COPY expectations ./expectations
 RUN pip install --no-cache-dir --no-deps -e .
 
 USER lakehouse

@@ -43,3 +43,18 @@ def test_ci_runs_the_readme_test_command():
     readme = (REPO / "README.md").read_text()
     assert "make test" in readme
     assert "make test" in (REPO / ".ci" / "run").read_text()
+
+
+def test_great_expectations_is_imported_only_when_validating():
+    """The CLI and the pipeline modules import fast: GX (about 3 s) only when a suite runs."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, jobs.cli, jobs.pipeline, jobs.validate, include.quality; "
+        "print(any(m.split('.')[0] == 'great_expectations' for m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "False"
