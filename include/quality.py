@@ -44,8 +44,15 @@ class Suite:
     def table(self) -> str:
         return f"{self.layer}/{self.name}"
 
-    def scoped(self, scope: str) -> list[dict[str, Any]]:
-        return [e for e in self.expectations if e["meta"]["scope"] == scope]
+    def scoped(self, scope: str, time_dependent_only: bool = False) -> list[dict[str, Any]]:
+        """The expectations of `scope`; optionally only those whose answer depends on
+        when they run (they take a `$PARAMETER`, such as freshness's cut-off time)."""
+        return [
+            e
+            for e in self.expectations
+            if e["meta"]["scope"] == scope
+            and (not time_dependent_only or "$PARAMETER" in json.dumps(e["kwargs"]))
+        ]
 
 
 def load_suite(path: Path) -> Suite:
@@ -162,14 +169,14 @@ class QualityGate:
             self._context = context
         return self._context
 
-    def _checkpoint(self, suite: Suite, scope: str) -> tuple[Any, Any]:
-        key = f"{suite.layer}.{suite.name}.{scope}"
+    def _checkpoint(self, suite: Suite, scope: str, time_dependent_only: bool) -> tuple[Any, Any]:
+        key = f"{suite.layer}.{suite.name}.{scope}" + (".time" if time_dependent_only else "")
         if key not in self._checkpoints:
             import great_expectations as gx
             from great_expectations.checkpoint import Checkpoint
 
             context = self._gx()
-            expectations = suite.scoped(scope)
+            expectations = suite.scoped(scope, time_dependent_only)
             gx_suite = gx.ExpectationSuite(name=key, expectations=expectations)
             # GX logs and drops an expectation it cannot build; refuse instead.
             if len(gx_suite.expectations) != len(expectations):
@@ -204,12 +211,17 @@ class QualityGate:
         return self._checkpoints[key]
 
     def validate(
-        self, suite: Suite, scope: str, frame: DataFrame, parameters: dict[str, Any]
+        self,
+        suite: Suite,
+        scope: str,
+        frame: DataFrame,
+        parameters: dict[str, Any],
+        time_dependent_only: bool = False,
     ) -> list[Outcome]:
-        """Run the suite's `scope` expectations on `frame`."""
-        if not suite.scoped(scope):
+        """Run the suite's `scope` expectations (or only its time-dependent ones) on `frame`."""
+        if not suite.scoped(scope, time_dependent_only):
             return []
-        counts, samples = self._checkpoint(suite, scope)
+        counts, samples = self._checkpoint(suite, scope, time_dependent_only)
         batch = {"dataframe": frame}
         result = counts.run(batch_parameters=batch, expectation_parameters=parameters)
         if not result.success:

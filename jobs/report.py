@@ -180,7 +180,7 @@ def _checks_section(outcome: RunOutcome, page_dir: Path) -> str:
             elif t.since_version is None:
                 version = f"{t.version} (all rows)"
             elif t.since_version == t.version:
-                version = f"{t.version} (no new rows)"
+                version = f"{t.version} (unchanged since it passed)"
             else:
                 version = f"{t.version} (new since {t.since_version})"
             rows.append(

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute
 from deltalake import DeltaTable, QueryBuilder
 from pyspark.sql import types as T
 
@@ -187,8 +188,14 @@ def reconciliation_frame(spark: SparkSession, settings: Settings) -> DataFrame:
         lines_read = {row["source"]: int(row["lines"]) for row in rows}
 
     def count(layer: str, source: str) -> int:
+        """Rows in the table: the sum of its files' `numRecords` (Delta statistics)."""
         path = settings.table(layer, source)
-        return read_snapshot(spark, path).count() if is_delta_table(path) else 0
+        if not is_delta_table(path):
+            return 0
+        records = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True))["num_records"]
+        if records.null_count:  # a file written without statistics
+            return read_snapshot(spark, path).count()
+        return int(pa.compute.sum(records).as_py() or 0)
 
     rows = []
     for source in SOURCES:
@@ -252,8 +259,9 @@ def check_table(
     # Row rules check every column of the new rows: cached. Whole-table rules
     # read a column or two each: left to Parquet's column pruning.
     if since == version:
-        # Nothing written since the table passed: its row rules have nothing to check.
-        check.outcomes = gate.validate(suite, "table", whole, parameters)
+        # Unchanged since it passed: row rules have no new rows, and whole-table
+        # rules would give the same answer, except those that depend on the time.
+        check.outcomes = gate.validate(suite, "table", whole, parameters, time_dependent_only=True)
         check.seconds = time.perf_counter() - started
         return check
     new_rows = (whole if since is None else read_added_since(spark, path, since, version)).cache()
