@@ -16,6 +16,7 @@ import datetime as dt
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -130,6 +131,22 @@ def _first_line(error: Exception) -> str:
     return f"{type(error).__name__}: {lines[0] if lines else ''}"
 
 
+@contextmanager
+def reported(settings: Settings, outcome: RunOutcome) -> Iterator[RunOutcome]:
+    """Time the run, note its error if it fails, and write its report whatever happens."""
+    from jobs.report import write_run_report
+
+    started = time.perf_counter()
+    try:
+        yield outcome
+    except Exception as error:
+        outcome.error = _first_line(error)
+        raise
+    finally:
+        outcome.seconds = time.perf_counter() - started
+        outcome.report = write_run_report(settings, outcome)
+
+
 def run_pipeline(
     spark: SparkSession,
     settings: Settings,
@@ -137,13 +154,9 @@ def run_pipeline(
     echo: Callable[[str], None] = print,
 ) -> RunOutcome:
     """Run every query, each followed by its tables' checks; stop at a blocking failure."""
-    from jobs.report import write_run_report
-
-    outcome = RunOutcome(run_id, "run", dt.datetime.now(dt.UTC))
-    started = time.perf_counter()
     gate = QualityGate(settings.reports / "data_docs")
     quarantine_before = {s: _version(settings.table("quarantine", s)) for s in SOURCES}
-    try:
+    with reported(settings, RunOutcome(run_id, "run", dt.datetime.now(dt.UTC))) as outcome:
         for layer, stage in STAGES:
             validation = LayerValidation(spark, settings, gate, layer, run_id)
             outcome.checks.append(validation.result)
@@ -162,12 +175,6 @@ def run_pipeline(
             if validation.result.failures:
                 outcome.blocked_at = layer
                 break
-    except Exception as error:
-        outcome.error = _first_line(error)
-        raise
-    finally:
-        outcome.seconds = time.perf_counter() - started
-        outcome.report = write_run_report(settings, outcome)
     return outcome
 
 
@@ -178,12 +185,9 @@ def validate_tables(
     echo: Callable[[str], None] = print,
 ) -> RunOutcome:
     """`lakehouse validate`: every expectation on the whole current tables."""
-    from jobs.report import write_run_report
-
-    outcome = RunOutcome(new_run_id("validate"), "validate", dt.datetime.now(dt.UTC))
-    started = time.perf_counter()
     gate = QualityGate(settings.reports / "data_docs")
-    try:
+    run = RunOutcome(new_run_id("validate"), "validate", dt.datetime.now(dt.UTC))
+    with reported(settings, run) as outcome:
         if "bronze" in layers:
             outcome.quarantine = quarantine_by_reason(spark, settings, {})
         for layer in layers:
@@ -191,10 +195,4 @@ def validate_tables(
             outcome.checks.append(check)
             for line in check.lines():
                 echo(line)
-    except Exception as error:
-        outcome.error = _first_line(error)
-        raise
-    finally:
-        outcome.seconds = time.perf_counter() - started
-        outcome.report = write_run_report(settings, outcome)
     return outcome

@@ -1,7 +1,9 @@
 """Data-quality checkpoints between stages: which tables each layer checks, and on which rows.
 
-After a layer is written, `validate_layer` runs the suite of each of its tables
-(`expectations/<layer>/<table>.json`, see include/quality.py):
+A run checks each table with its suite (`expectations/<layer>/<table>.json`,
+see include/quality.py) right after the query that wrote it
+(`LayerValidation`); `lakehouse validate` checks whole layers
+(`validate_layer`).
 
 - `new_rows` expectations run on the rows written since the table's last
   passing validation: normally exactly what this run wrote. A table that

@@ -98,3 +98,10 @@ def test_the_reason_class_rule_accepts_every_reason_the_parser_writes():
     for reason in reasons:
         assert re.search(regex, reason), reason
     assert not re.search(regex, "something new")
+
+
+def test_the_cli_the_pipeline_and_the_checks_agree_on_the_layers():
+    from jobs.cli import LAYER_NAMES
+    from jobs.pipeline import STAGES
+
+    assert tuple(LAYERS) == LAYER_NAMES == tuple(layer for layer, _ in STAGES)
