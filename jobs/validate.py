@@ -244,9 +244,11 @@ def check_table(
     if suite.table == RECONCILIATION:
         frame = reconciliation_frame(spark, settings).cache()
         check = TableCheck(suite.table, None, None)
-        check.facts = [row.asDict() for row in frame.collect()]
-        check.outcomes = gate.validate(suite, "table", frame, parameters)
-        frame.unpersist()
+        try:
+            check.facts = [row.asDict() for row in frame.collect()]
+            check.outcomes = gate.validate(suite, "table", frame, parameters)
+        finally:
+            frame.unpersist()
         check.seconds = time.perf_counter() - started
         return check
 

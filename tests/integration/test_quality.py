@@ -143,20 +143,23 @@ def test_report_renders_in_a_browser(clean, tmp_path):
 # -- defects --------------------------------------------------------------------
 
 
-def append_rows_like(path: Path, change: Callable[[dict], dict], count: int = 1) -> list[dict]:
-    """Append `count` existing rows, each changed by `change`, as one Delta commit."""
+def append_rows_like(
+    path: Path,
+    change: Callable[[dict], dict],
+    count: int = 1,
+    where: Callable[[dict], bool] = lambda row: True,
+) -> list[dict]:
+    """Append `count` existing rows (those `where` accepts), each changed by `change`,
+    as one Delta commit."""
     table = delta_table(path)
-    rows = [change(dict(row)) for row in table.slice(0, count).to_pylist()]
+    chosen = [row for row in table.to_pylist() if where(row)][:count]
+    rows = [change(dict(row)) for row in chosen]
     write_deltalake(str(path), pa.Table.from_pylist(rows, schema=table.schema), mode="append")
     return rows
 
 
 # What a defect breaks: the expectation's description, a sample value, the unexpected count.
 Defect = tuple[str, str, int]
-
-
-def first_row(path: Path, where: Callable[[dict], bool]) -> dict:
-    return next(row for row in delta_table(path).to_pylist() if where(row))
 
 
 def duplicate_impression(settings) -> Defect:
@@ -188,14 +191,10 @@ def session_ends_before_start(settings) -> Defect:
 
 
 def dangling_click(settings) -> Defect:
-    path = settings.table("silver", "ad_attribution")
-    matched = first_row(path, lambda r: r["click_id"] is not None)
-    write_deltalake(
-        str(path),
-        pa.Table.from_pylist(
-            [{**matched, "click_id": "click-nowhere"}], schema=delta_table(path).schema
-        ),
-        mode="append",
+    append_rows_like(
+        settings.table("silver", "ad_attribution"),
+        lambda r: {**r, "click_id": "click-nowhere"},
+        where=lambda r: r["click_id"] is not None,
     )
     return (
         "every attributed click is a click in silver/clicks on this impression",
