@@ -42,8 +42,9 @@ class Settings:
         cls,
         data_root: str | Path | None = None,
         spark_master: str | None = None,
+        default_data_root: str | Path = DEFAULT_DATA_ROOT,
     ) -> Settings:
-        root = data_root or os.environ.get("LAKEHOUSE_DATA_ROOT") or DEFAULT_DATA_ROOT
+        root = data_root or os.environ.get("LAKEHOUSE_DATA_ROOT") or default_data_root
         return cls(
             data_root=Path(root).expanduser().resolve(),
             spark_master=(

@@ -21,6 +21,20 @@ _LOG4J = Path(__file__).with_name("log4j2.properties")
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
+def driver_java_options() -> str:
+    """The driver JVM's options: UTC and our log4j configuration (quiet console)."""
+    return f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J}"
+
+
+def submit_conf() -> dict[str, str]:
+    """What spark-submit must set itself: the driver JVM starts before our Python.
+
+    Under spark-submit, `spark.driver.*` options given to the session builder
+    come too late; Airflow's SparkSubmitOperator passes these as --conf.
+    """
+    return {"spark.driver.extraJavaOptions": driver_java_options()}
+
+
 def session_conf(
     settings: Settings, for_tests: bool = False, streaming: bool = True
 ) -> dict[str, str]:
@@ -31,7 +45,7 @@ def session_conf(
         "spark.sql.adaptive.enabled": str(not streaming).lower(),
         # Event times are UTC by contract; never let the machine's zone leak in.
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J}",
+        "spark.driver.extraJavaOptions": driver_java_options(),
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
         # INT96 (Spark's default) is deprecated and misread by some Delta readers;
         # TIMESTAMP_MICROS writes isAdjustedToUTC=true, which is Delta's `timestamp`.

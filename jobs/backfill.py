@@ -13,7 +13,7 @@ the closing rules applied to given watermarks:
 
 from __future__ import annotations
 
-import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,7 @@ from include.delta import read_snapshot, replace_partitions
 from include.delta.writes import replace_table
 from include.settings import Settings
 from jobs.contract import CLICKS, EVENT_DATE, EVENT_TIME, IMPRESSIONS, SOURCES, USER_ACTIONS
+from jobs.dates import BACKFILL_LAYERS, DateRange
 from jobs.progress import StageResult, timed
 from jobs.transforms.closing import ATTRIBUTION_US, close_unmatched_impressions, close_windows
 from jobs.transforms.gold import actions_per_window, ad_performance_hourly
@@ -32,7 +33,6 @@ from jobs.transforms.user_state import sessionize_user_actions, track_user_statu
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-MAX_BACKFILL_DAYS = 366
 # Every silver and gold table, (layer, table), in the order the pipeline writes them.
 TABLES = [
     ("silver", "impressions"),
@@ -44,22 +44,6 @@ TABLES = [
     ("gold", "actions_10min"),
     ("gold", "user_status"),
 ]
-
-
-@dataclass(frozen=True)
-class DateRange:
-    start: dt.date
-    end: dt.date
-
-    def __post_init__(self) -> None:
-        if self.start > self.end:
-            raise ValueError(f"start {self.start} is after end {self.end}")
-        if (self.end - self.start).days + 1 > MAX_BACKFILL_DAYS:
-            raise ValueError(f"a backfill covers at most {MAX_BACKFILL_DAYS} days")
-
-    @property
-    def dates(self) -> list[dt.date]:
-        return [self.start + dt.timedelta(days=n) for n in range((self.end - self.start).days + 1)]
 
 
 @dataclass(frozen=True)
@@ -141,11 +125,14 @@ def write_range(
     settings: Settings,
     dates: DateRange,
     layout: Settings | None = None,
+    layers: Sequence[str] = BACKFILL_LAYERS,
 ) -> list[StageResult]:
-    """Replace the range in every table (under `layout`'s data root if given)."""
+    """Replace the range in every table of the layers (under `layout`'s data root if given)."""
     target = layout or settings
     results = []
     for layer, name in TABLES:
+        if layer not in layers:
+            continue
         result = StageResult(f"{layer}/{name}")
         with timed(result):
             path = target.table(layer, name)
@@ -160,6 +147,12 @@ def write_range(
     return results
 
 
-def run_backfill(spark: SparkSession, settings: Settings, dates: DateRange) -> list[StageResult]:
+def run_backfill(
+    spark: SparkSession,
+    settings: Settings,
+    dates: DateRange,
+    layers: Sequence[str] = BACKFILL_LAYERS,
+) -> list[StageResult]:
+    """Recompute the layers' tables for the range; gold comes from bronze, like silver."""
     watermarks = bronze_watermarks(spark, settings)
-    return write_range(compute_tables(spark, settings, watermarks), settings, dates)
+    return write_range(compute_tables(spark, settings, watermarks), settings, dates, None, layers)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from include.settings import Settings
+from jobs.dates import BACKFILL_LAYERS
 
 if TYPE_CHECKING:
     from jobs.pipeline import RunOutcome
@@ -109,6 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Process everything that arrived since the last run, exactly once, then stop.",
     )
     run.add_argument(
+        "--layer",
+        action="append",
+        choices=LAYER_NAMES,
+        help="only this layer's queries and checks (repeatable; default: all, in order). "
+        "Airflow runs one layer per task.",
+    )
+    run.add_argument(
         "--spark-master", help="Spark master URL (default $LAKEHOUSE_SPARK_MASTER or local[*])"
     )
 
@@ -121,7 +129,16 @@ def build_parser() -> argparse.ArgumentParser:
         "lakehouse/_meta/dq_results. Exit 1 if a blocking expectation fails.",
     )
     validate.add_argument(
-        "--layer", choices=LAYER_NAMES, help="only this layer (default: all, in order)"
+        "--layer",
+        action="append",
+        choices=LAYER_NAMES,
+        help="only this layer (repeatable; default: all, in order)",
+    )
+    validate.add_argument(
+        "--new-rows",
+        action="store_true",
+        help="check only rows written since each table last passed, as `run` does "
+        "(an unchanged table runs only its time-dependent rules); default: whole tables",
     )
     validate.add_argument("--spark-master", help="Spark master URL")
 
@@ -156,7 +173,19 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--start", type=_day, required=True, help="first date, YYYY-MM-DD")
         command.add_argument("--end", type=_day, required=True, help="last date, YYYY-MM-DD")
         command.add_argument("--spark-master", help="Spark master URL")
+    backfill = commands.choices["backfill"]
+    backfill.add_argument(
+        "--layer",
+        action="append",
+        choices=BACKFILL_LAYERS,
+        help="only this layer's tables (repeatable; default: silver and gold)",
+    )
     return parser
+
+
+def in_order(chosen: Sequence[str] | None, names: Sequence[str]) -> list[str]:
+    """The chosen layers (all when none) in pipeline order, each once."""
+    return [name for name in names if not chosen or name in chosen]
 
 
 def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
@@ -213,7 +242,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     spark = get_spark(settings, app_name="lakehouse-run")
     startup = time.perf_counter() - started
     print(f"spark {spark.version} master={spark.sparkContext.master} ({startup:.1f} s)")
-    outcome = run_pipeline(spark, settings, new_run_id(), echo=_echo)
+    layers = in_order(args.layer, LAYER_NAMES)
+    outcome = run_pipeline(spark, settings, new_run_id(), echo=_echo, layers=layers)
     print(f"run {outcome.status} in {time.perf_counter() - started:.1f} s")
     print(f"tables:      {settings.lakehouse}/{{bronze,quarantine,silver,gold}}/<table>")
     print(f"event log:   {event_log_path(settings)} (run_id {outcome.run_id})")
@@ -228,8 +258,8 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
     from jobs.pipeline import validate_tables
 
     spark = get_spark(settings, app_name="lakehouse-validate", streaming=False)
-    layers = [args.layer] if args.layer else list(LAYER_NAMES)
-    outcome = validate_tables(spark, settings, layers, echo=_echo)
+    layers = in_order(args.layer, LAYER_NAMES)
+    outcome = validate_tables(spark, settings, layers, echo=_echo, whole_table=not args.new_rows)
     print(f"validate {outcome.status} in {outcome.seconds:.1f} s")
     print(f"report:      {outcome.report}")
     return _blocked(outcome)
@@ -237,12 +267,14 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     from include.spark import get_spark
-    from jobs.backfill import DateRange, run_backfill
+    from jobs.backfill import run_backfill
+    from jobs.dates import DateRange
 
     dates = DateRange(args.start, args.end)
     started = time.perf_counter()
     spark = get_spark(settings, app_name="lakehouse-backfill", streaming=False)
-    for result in run_backfill(spark, settings, dates):
+    layers = in_order(args.layer, BACKFILL_LAYERS)
+    for result in run_backfill(spark, settings, dates, layers):
         print(result.summary(), flush=True)
     print(f"backfill {dates.start}..{dates.end} finished in {time.perf_counter() - started:.1f} s")
     return 0
@@ -250,7 +282,7 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_parity(args: argparse.Namespace, settings: Settings) -> int:
     from include.spark import get_spark
-    from jobs.backfill import DateRange
+    from jobs.dates import DateRange
     from jobs.parity import run_parity
 
     dates = DateRange(args.start, args.end)

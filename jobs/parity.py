@@ -22,13 +22,13 @@ from include.delta import read_snapshot
 from include.settings import Settings
 from jobs.backfill import (
     TABLES,
-    DateRange,
     Watermarks,
     compute_tables,
     in_range,
     write_range,
 )
 from jobs.contract import EVENT_DATE
+from jobs.dates import DateRange
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +53,7 @@ STAGES: tuple[tuple[str, Stage], ...] = (
     ("silver", run_silver),
     ("gold", run_gold),
 )
+LAYER_ORDER = tuple(layer for layer, _ in STAGES)
 
 
 def new_run_id(kind: str = "run") -> str:
@@ -71,6 +72,8 @@ class RunOutcome:
     checks: list[LayerCheck] = field(default_factory=list)
     # Quarantined lines of this run (whole tables for `validate`) by source and reason class.
     quarantine: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The layers this run was asked to run (`lakehouse run --layer`), in order.
+    layers: tuple[str, ...] = ()
     blocked_at: str | None = None
     error: str | None = None
     report: Path | None = None
@@ -81,8 +84,7 @@ class RunOutcome:
         if self.blocked_at is None or self.command != "run":
             return []
         ran = {stage.stage for stage in self.stages}
-        names = [layer for layer, _ in STAGES]
-        later = names[names.index(self.blocked_at) + 1 :]
+        later = list(self.layers[self.layers.index(self.blocked_at) + 1 :])
         rest = [
             table
             for table in LAYERS[self.blocked_at]
@@ -152,12 +154,23 @@ def run_pipeline(
     settings: Settings,
     run_id: str,
     echo: Callable[[str], None] = print,
+    layers: Sequence[str] = LAYER_ORDER,
 ) -> RunOutcome:
-    """Run every query, each followed by its tables' checks; stop at a blocking failure."""
+    """Run every query of the given layers, each followed by its tables' checks.
+
+    Stops at a blocking failure. Airflow runs one layer per task; `lakehouse
+    run` runs them all.
+    """
+    unknown = set(layers) - set(LAYER_ORDER)
+    if unknown:
+        raise ValueError(f"unknown layers: {', '.join(sorted(unknown))}")
     gate = QualityGate(settings.reports / "data_docs")
     quarantine_before = {s: _version(settings.table("quarantine", s)) for s in SOURCES}
-    with reported(settings, RunOutcome(run_id, "run", dt.datetime.now(dt.UTC))) as outcome:
+    run = RunOutcome(run_id, "run", dt.datetime.now(dt.UTC), layers=tuple(layers))
+    with reported(settings, run) as outcome:
         for layer, stage in STAGES:
+            if layer not in layers:
+                continue
             validation = LayerValidation(spark, settings, gate, layer, run_id)
             outcome.checks.append(validation.result)
             for result in stage(spark, settings):
@@ -183,15 +196,20 @@ def validate_tables(
     settings: Settings,
     layers: list[str],
     echo: Callable[[str], None] = print,
+    whole_table: bool = True,
 ) -> RunOutcome:
-    """`lakehouse validate`: every expectation on the whole current tables."""
+    """`lakehouse validate`: every expectation of the layers, on the whole current tables.
+
+    With `whole_table=False`, only rows written since each table last passed
+    (the Airflow validate tasks): the same semantics as the checks in `run`.
+    """
     gate = QualityGate(settings.reports / "data_docs")
     run = RunOutcome(new_run_id("validate"), "validate", dt.datetime.now(dt.UTC))
     with reported(settings, run) as outcome:
         if "bronze" in layers:
             outcome.quarantine = quarantine_by_reason(spark, settings, {})
         for layer in layers:
-            check = validate_layer(spark, settings, gate, layer, outcome.run_id, whole_table=True)
+            check = validate_layer(spark, settings, gate, layer, outcome.run_id, whole_table)
             outcome.checks.append(check)
             for line in check.lines():
                 echo(line)

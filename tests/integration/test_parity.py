@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.backfill import TABLES, DateRange, run_backfill
+from jobs.backfill import TABLES, run_backfill
 from jobs.bronze import run_bronze
 from jobs.contract import table_schema
+from jobs.dates import DateRange
 from jobs.generate import GeneratorConfig, generate
 from jobs.gold import run_gold
 from jobs.parity import run_parity

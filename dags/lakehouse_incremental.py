@@ -1,0 +1,63 @@
+"""Incremental lakehouse run every 15 minutes: each layer, then its quality gate.
+
+bronze -> validate_bronze -> silver -> validate_silver -> gold -> validate_gold
+
+A layer task is `lakehouse run --layer L`: its streaming queries with
+Trigger.AvailableNow, each table checked right after the query that writes it.
+A validate task is `lakehouse validate --layer L --new-rows`: the layer's gate,
+cheap when the layer task has just passed, and the place the layer's Assets
+are updated, so data-aware DAGs only ever see validated tables. A failed
+blocking check fails its task and nothing downstream runs.
+
+Set LAKEHOUSE_INCREMENTAL_SCHEDULE to another cron expression, or to `none`
+for manual runs only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+from airflow.sdk import DAG, chain
+
+from include.orchestration import (
+    DEFAULT_ARGS,
+    TAGS,
+    WRITERS_POOL,
+    lakehouse_submit,
+    layer_assets,
+)
+
+SCHEDULE = os.environ.get("LAKEHOUSE_INCREMENTAL_SCHEDULE", "*/15 * * * *")
+
+with DAG(
+    dag_id="lakehouse_incremental",
+    description="landing -> bronze -> silver -> gold, exactly once, with quality gates",
+    schedule=None if SCHEDULE.lower() == "none" else SCHEDULE,
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=1,
+    default_args=DEFAULT_ARGS,
+    dagrun_timeout=dt.timedelta(hours=2),
+    tags=[*TAGS, "streaming"],
+    doc_md=__doc__,
+):
+    steps = []
+    for layer in ("bronze", "silver", "gold"):
+        steps.append(
+            lakehouse_submit(
+                layer,
+                ["run", "--layer", layer],
+                pool=WRITERS_POOL,
+                execution_timeout=dt.timedelta(minutes=60),
+            )
+        )
+        steps.append(
+            lakehouse_submit(
+                f"validate_{layer}",
+                ["validate", "--layer", layer, "--new-rows"],
+                outlets=layer_assets(layer),
+                execution_timeout=dt.timedelta(minutes=30),
+            )
+        )
+    chain(*steps)

@@ -1,0 +1,116 @@
+"""What the Airflow DAGs share: how a `lakehouse` command is submitted, the pool, the assets.
+
+DAG files only wire tasks (STYLE.md). This module turns "run the silver layer"
+into a `SparkSubmitOperator` that submits `jobs/__main__.py`, the entry point
+of the `lakehouse` CLI, through the `spark_default` connection: local[*] by
+default, a standalone cluster when the connection says so.
+
+It is imported when the scheduler parses the DAGs, so it stays cheap: no
+pyspark, no Great Expectations, no file access.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from include.settings import Settings
+from include.spark import submit_conf
+
+if TYPE_CHECKING:
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from airflow.sdk import Asset
+
+REPO = Path(__file__).resolve().parent.parent
+# `python -m jobs` as a file: spark-submit runs an application by path.
+ENTRY_POINT = REPO / "jobs" / "__main__.py"
+SPARK_CONN_ID = "spark_default"
+# One slot: tasks that write contract tables (incremental stages, backfills,
+# maintenance) never overlap, whichever DAG they belong to.
+WRITERS_POOL = "lakehouse_writers"
+OWNER = "data-platform"
+TAGS = ["lakehouse"]
+
+DEFAULT_ARGS: dict[str, Any] = {
+    "owner": OWNER,
+    # Transient failures (a lost executor, a killed JVM) heal on retry: the
+    # streams resume from their checkpoints and every write is idempotent.
+    "retries": 2,
+    "retry_delay": dt.timedelta(minutes=1),
+    "retry_exponential_backoff": True,
+    "max_retry_delay": dt.timedelta(minutes=10),
+}
+
+# The contract tables each layer's tasks write (CONTRACT.md sections 1 and 4);
+# tests check these against jobs.validate.LAYERS.
+LAYER_TABLES: dict[str, tuple[str, ...]] = {
+    "bronze": (
+        "bronze/impressions",
+        "bronze/clicks",
+        "bronze/user_actions",
+        "quarantine/impressions",
+        "quarantine/clicks",
+        "quarantine/user_actions",
+    ),
+    "silver": (
+        "silver/impressions",
+        "silver/clicks",
+        "silver/user_actions",
+        "silver/ad_attribution",
+        "silver/user_sessions",
+    ),
+    "gold": ("gold/ad_performance_hourly", "gold/actions_10min", "gold/user_status"),
+}
+
+
+def settings() -> Settings:
+    """The data root the DAGs work on: $LAKEHOUSE_DATA_ROOT, else the repository's data/."""
+    return Settings.load(default_data_root=REPO / "data")
+
+
+def layer_assets(layer: str) -> list[Asset]:
+    """One Airflow Asset per table of the layer, named `lakehouse.<layer>.<table>`.
+
+    The URI is the table's folder, so lineage tools see the Delta table itself.
+    """
+    from airflow.sdk import Asset
+
+    root = settings().lakehouse
+    return [
+        Asset(
+            name=f"lakehouse.{table.replace('/', '.')}",
+            uri=f"file://{root / table}",
+            group="lakehouse",
+            extra={"format": "delta", "layer": layer},
+        )
+        for table in LAYER_TABLES[layer]
+    ]
+
+
+def lakehouse_submit(task_id: str, arguments: Any, **kwargs: Any) -> SparkSubmitOperator:
+    """A task that runs `lakehouse <arguments>` with spark-submit.
+
+    `arguments` is a list, or an XCom reference to one (the backfill DAG's
+    checked request). The data root and the Python interpreter are passed
+    in the environment, so driver, executors and the DAG's assets agree.
+    """
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    return SparkSubmitOperator(
+        task_id=task_id,
+        application=str(ENTRY_POINT),
+        application_args=arguments,
+        conn_id=SPARK_CONN_ID,
+        name=f"lakehouse-{task_id}",
+        conf=submit_conf(),
+        env_vars={
+            "LAKEHOUSE_DATA_ROOT": str(settings().data_root),
+            "PYSPARK_PYTHON": python,
+            "PYSPARK_DRIVER_PYTHON": python,
+        },
+        **kwargs,
+    )
