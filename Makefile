@@ -6,7 +6,12 @@ BIN := $(VENV)/bin
 # Sample size for `make run` when landing/ is empty.
 SAMPLE_EVENTS ?= 20000
 
-.PHONY: setup browser run test lint format typecheck lock clean
+# Local Airflow (make airflow-up): api-server port and the spark_default master.
+AIRFLOW_PORT ?= 8080
+SPARK_MASTER ?= local[*]
+
+.PHONY: setup browser run test lint format typecheck lock clean \
+	airflow-up airflow-down airflow-status spark-cluster-up spark-cluster-down
 
 setup: $(VENV)/.installed
 
@@ -21,6 +26,23 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 run: setup
 	$(BIN)/lakehouse generate --if-empty --events $(SAMPLE_EVENTS) --seed 7
 	$(BIN)/lakehouse run
+
+# Airflow on the embedded SQLite database, DAGs from dags/; prints the admin password.
+airflow-up: setup
+	$(BIN)/python -m include.local_airflow start --port $(AIRFLOW_PORT) --spark-master '$(SPARK_MASTER)'
+
+airflow-down: setup
+	$(BIN)/python -m include.local_airflow stop
+
+airflow-status: setup
+	$(BIN)/python -m include.local_airflow status
+
+# A Spark standalone master and worker on this machine (spark://127.0.0.1:7077).
+spark-cluster-up: setup
+	$(BIN)/python -m include.local_spark_cluster start
+
+spark-cluster-down: setup
+	$(BIN)/python -m include.local_spark_cluster stop
 
 test: setup browser lint typecheck
 	$(BIN)/pytest

@@ -17,14 +17,15 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from airflow.sdk import DAG, Param, chain, task
+from airflow.sdk import DAG, CronDataIntervalTimetable, Param, chain, task
 
 from include.orchestration import DEFAULT_ARGS, TAGS, WRITERS_POOL, lakehouse_submit
 
 with DAG(
     dag_id="lakehouse_backfill",
     description="recompute silver and gold for a date range in batch, then validate and diff",
-    schedule="@daily",
+    # Data intervals of whole UTC days, each run after its day has ended.
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
     max_active_runs=1,

@@ -1,0 +1,193 @@
+"""Local Airflow in one command: `make airflow-up`, `make airflow-down`.
+
+(Both call `python -m include.local_airflow start|stop|status`.)
+
+Starts the api-server, scheduler and dag-processor (not `airflow standalone`,
+which forks 32 workers) on the embedded SQLite database in `.airflow/`, with
+the DAGs folder, the `spark_default` connection, the writers pool and a
+generated admin password. Secrets are generated once and kept in
+`.airflow/` (git-ignored); `stop` stops exactly the processes `start` started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from include import processes
+from include.orchestration import REPO, WRITERS_POOL
+
+ADMIN = "admin"
+SERVICES = ("api-server", "scheduler", "dag-processor")
+AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+
+
+@dataclass(frozen=True)
+class LocalAirflow:
+    home: Path
+    port: int = 8080
+    spark_master: str = "local[*]"
+    data_root: Path = REPO / "data"
+    # LocalExecutor worker processes: the writers pool runs one Spark job at a time anyway.
+    parallelism: int = 2
+    # Cron expression of lakehouse_incremental, or "none" for manual runs only.
+    schedule: str | None = None
+
+    @property
+    def state(self) -> Path:
+        """Where the service pids and logs go (Airflow's task logs are in logs/)."""
+        return self.home / "services"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _secret(self, name: str) -> str:
+        path = self.home / "secrets" / name
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(secrets.token_urlsafe(16))
+            path.chmod(0o600)
+        return path.read_text().strip()
+
+    def password(self) -> str:
+        return self._secret("admin-password")
+
+    def env(self) -> dict[str, str]:
+        """The environment of every Airflow process (and so of every task)."""
+        passwords = self.home / "secrets" / "passwords.json"
+        passwords.parent.mkdir(parents=True, exist_ok=True)
+        passwords.write_text(json.dumps({ADMIN: self.password()}))
+        passwords.chmod(0o600)
+        venv_bin = str(Path(sys.executable).parent)
+        env = {
+            **os.environ,
+            # spark-submit and airflow come from this virtual environment.
+            "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+            "AIRFLOW__CORE__FERNET_KEY": self._fernet_key(),
+            "AIRFLOW__API__BASE_URL": self.url,
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__API__WORKERS": "1",
+            # Task workers authenticate to the api-server with tokens signed by this.
+            "AIRFLOW__API_AUTH__JWT_SECRET": self._secret("jwt-secret"),
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+                {"conn_type": "spark", "host": self.spark_master}
+            ),
+            "LAKEHOUSE_DATA_ROOT": str(self.data_root),
+            "PYSPARK_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        }
+        if self.schedule:
+            env["LAKEHOUSE_INCREMENTAL_SCHEDULE"] = self.schedule
+        return env
+
+    def _fernet_key(self) -> str:
+        path = self.home / "secrets" / "fernet-key"
+        if not path.exists():
+            from cryptography.fernet import Fernet
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(Fernet.generate_key().decode())
+            path.chmod(0o600)
+        return path.read_text().strip()
+
+    def airflow(self, *args: str) -> None:
+        """Run an `airflow` command against this home and wait for it."""
+        log = processes.log_file(self.state, "setup")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            done = subprocess.run(
+                [AIRFLOW, *args], env=self.env(), stdout=out, stderr=subprocess.STDOUT
+            )
+        if done.returncode != 0:
+            raise RuntimeError(f"`airflow {' '.join(args)}` failed; see {log}")
+
+    def start(self, timeout: float = 180) -> list[processes.Service]:
+        if processes.running(self.state):
+            raise RuntimeError(f"Airflow is already running from {self.home}; stop it first")
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.airflow("db", "migrate")
+        self.airflow(
+            "pools", "set", WRITERS_POOL, "1", "tasks that write lakehouse tables, one at a time"
+        )
+        env = self.env()
+        argv = {
+            "api-server": [AIRFLOW, "api-server", "--port", str(self.port)],
+            "scheduler": [AIRFLOW, "scheduler"],
+            "dag-processor": [AIRFLOW, "dag-processor"],
+        }
+        services = [processes.start(self.state, name, argv[name], env) for name in SERVICES]
+        processes.wait_until(
+            lambda: processes.http_ok(f"{self.url}/api/v2/monitor/health"),
+            timeout,
+            f"the api-server on {self.url}",
+            services,
+        )
+        return services
+
+    def stop(self) -> list[str]:
+        return processes.stop(self.state)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m include.local_airflow", description=__doc__)
+    parser.add_argument("action", choices=("start", "stop", "status"))
+    parser.add_argument("--home", type=Path, default=REPO / ".airflow", help="AIRFLOW_HOME")
+    parser.add_argument("--port", type=int, default=8080, help="api-server port (default 8080)")
+    parser.add_argument(
+        "--spark-master",
+        default="local[*]",
+        help="master of the spark_default connection, e.g. spark://127.0.0.1:7077",
+    )
+    parser.add_argument("--data-root", type=Path, default=REPO / "data", help="lakehouse data root")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    local = LocalAirflow(
+        args.home.resolve(), args.port, args.spark_master, args.data_root.resolve()
+    )
+    if args.action == "stop":
+        stopped = local.stop()
+        print(f"stopped: {', '.join(stopped)}" if stopped else "Airflow was not running")
+        return 0
+    if args.action == "status":
+        services = processes.running(local.state)
+        for service in services:
+            mib = service.memory_bytes() / 2**20
+            print(f"{service.name:14} pid {service.pid:>7}  {mib:7.0f} MiB")
+        if not services:
+            print("Airflow is not running")
+        return 0
+    try:
+        local.start()
+    except (RuntimeError, TimeoutError) as error:
+        print(f"airflow: {error}", file=sys.stderr)
+        local.stop()
+        return 1
+    print(f"Airflow is up: {local.url}")
+    print(f"  user:     {ADMIN}")
+    print(f"  password: {local.password()}")
+    print(f"  spark:    {local.spark_master}, data root {local.data_root}")
+    print(f"  logs:     {local.state / 'logs'} (services), {local.home / 'logs'} (tasks)")
+    print("  DAGs start paused: unpause lakehouse_incremental in the UI to schedule it.")
+    print("  stop with: make airflow-down")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""Background services for local development: start, find again, stop exactly those.
+
+Each service runs in its own session (process group) with its output in
+`<state>/logs/<name>.log`; `<state>/pids/<name>.json` records its pid and
+start time, so `stop` never signals an unrelated process that reused the pid.
+Stopping sends SIGTERM to the group and to every descendant found, then
+SIGKILL to whatever is left after the grace period.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    pid: int
+    started: float
+
+    def process(self) -> psutil.Process | None:
+        """The process if it is still the one we started."""
+        try:
+            process = psutil.Process(self.pid)
+            same = abs(process.create_time() - self.started) < 1 and process.is_running()
+            return process if same and process.status() != psutil.STATUS_ZOMBIE else None
+        except psutil.NoSuchProcess:
+            return None
+
+    def tree(self) -> list[psutil.Process]:
+        """The service's process and all its descendants."""
+        process = self.process()
+        if process is None:
+            return []
+        with contextlib.suppress(psutil.NoSuchProcess):
+            return [process, *process.children(recursive=True)]
+        return []
+
+    def memory_bytes(self) -> int:
+        """Resident memory of the whole process tree."""
+        total = 0
+        for process in self.tree():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                total += process.memory_info().rss
+        return total
+
+
+def _pid_file(state: Path, name: str) -> Path:
+    return state / "pids" / f"{name}.json"
+
+
+def log_file(state: Path, name: str) -> Path:
+    return state / "logs" / f"{name}.log"
+
+
+def start(state: Path, name: str, argv: Sequence[str], env: dict[str, str]) -> Service:
+    """Start `argv` detached, in its own session, logging to `<state>/logs/<name>.log`."""
+    for folder in ("pids", "logs"):
+        (state / folder).mkdir(parents=True, exist_ok=True)
+    with open(log_file(state, name), "ab") as log:
+        popen = subprocess.Popen(
+            list(argv),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    service = Service(name, popen.pid, psutil.Process(popen.pid).create_time())
+    _pid_file(state, name).write_text(json.dumps(service.__dict__))
+    return service
+
+
+def running(state: Path) -> list[Service]:
+    """Services recorded under `state` whose process is still alive."""
+    services = []
+    for path in sorted((state / "pids").glob("*.json")):
+        service = Service(**json.loads(path.read_text()))
+        if service.process() is not None:
+            services.append(service)
+    return services
+
+
+def stop(state: Path, grace_seconds: float = 30) -> list[str]:
+    """Stop every service recorded under `state` and its descendants; their names."""
+    stopped = []
+    for path in sorted((state / "pids").glob("*.json")):
+        service = Service(**json.loads(path.read_text()))
+        tree = service.tree()
+        if tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(service.pid, signal.SIGTERM)
+            for process in tree[1:]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.terminate()
+            _, alive = psutil.wait_procs(tree, timeout=grace_seconds)
+            for process in alive:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.kill()
+            psutil.wait_procs(alive, timeout=10)
+            stopped.append(service.name)
+        path.unlink()
+    return stopped
+
+
+def wait_until(
+    check: Callable[[], bool], timeout: float, what: str, services: Sequence[Service] = ()
+) -> None:
+    """Poll `check` until it holds; fail early if one of the services died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        dead = [s.name for s in services if s.process() is None]
+        if dead:
+            raise RuntimeError(f"{', '.join(dead)} exited while waiting for {what}")
+        time.sleep(1)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 (local http)
+            return 200 <= response.status < 300
+    except (urllib.error.URLError, OSError):
+        return False

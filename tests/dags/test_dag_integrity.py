@@ -1,0 +1,173 @@
+"""Every DAG imports cleanly, cheaply and without side effects, and is wired as documented."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from airflow.dag_processing.dagbag import DagBag
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import CronDataIntervalTimetable
+from airflow.sdk.definitions.param import ParamsDict
+from airflow.sdk.exceptions import ParamValidationError
+
+from include.orchestration import ENTRY_POINT, LAYER_TABLES, OWNER, SPARK_CONN_ID, WRITERS_POOL
+from jobs.cli import build_parser
+from jobs.validate import LAYERS, RECONCILIATION
+from tests.helpers import REPO
+
+DAG_FILES = sorted((REPO / "dags").glob("*.py"))
+DAG_IDS = ["lakehouse_backfill", "lakehouse_incremental"]
+# Modules that cost seconds to import or touch files: never at DAG parse time.
+HEAVY = ("pyspark", "great_expectations", "deltalake", "pandas", "pyarrow", "jobs")
+
+IMPORT_PROBE = """
+import importlib.util, json, os, sys, time
+import airflow.sdk  # Airflow's own import cost is not the DAG's
+before = set(sys.modules)
+started = time.perf_counter()
+spec = importlib.util.spec_from_file_location("dag_under_test", sys.argv[1])
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+print(json.dumps({
+    "seconds": time.perf_counter() - started,
+    "modules": sorted(set(sys.modules) - before),
+}))
+"""
+
+
+@pytest.fixture(scope="module")
+def bag(tmp_path_factory) -> DagBag:
+    root = tmp_path_factory.mktemp("dag-data-root")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAKEHOUSE_DATA_ROOT", str(root))
+        bag = DagBag(dag_folder=str(REPO / "dags"))
+    bag.data_root = root  # type: ignore[attr-defined]
+    return bag
+
+
+def files_under(folder: Path) -> set[Path]:
+    return set(folder.rglob("*"))
+
+
+@pytest.mark.parametrize("dag_file", DAG_FILES, ids=lambda path: path.stem)
+def test_dag_file_imports_fast_without_heavy_modules_or_side_effects(dag_file, tmp_path):
+    cwd, data_root = tmp_path / "cwd", tmp_path / "data"
+    cwd.mkdir()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "AIRFLOW_HOME": str(tmp_path / "home"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "LAKEHOUSE_DATA_ROOT": str(data_root),
+    }
+    subprocess.run([sys.executable, "-c", "import airflow.sdk"], env=env, cwd=cwd, check=True)
+    before = files_under(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_PROBE, str(dag_file)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    probe = json.loads(done.stdout.strip().splitlines()[-1])
+    heavy = [m for m in probe["modules"] if m.split(".")[0] in HEAVY]
+    assert heavy == [], f"{dag_file.name} imports {heavy} at parse time"
+    assert files_under(tmp_path) == before, "importing a DAG must not create files"
+    assert not data_root.exists()
+    # Airflow gives up on a DAG file after dagbag_import_timeout (30 s); ours take well under 1 s.
+    assert probe["seconds"] < 30
+
+
+def test_dag_folder_has_no_import_errors_and_exactly_the_documented_dags(bag):
+    assert bag.import_errors == {}
+    assert sorted(bag.dags) == DAG_IDS
+
+
+@pytest.mark.parametrize("dag_id", DAG_IDS)
+def test_dag_has_owner_tags_docs_retries_and_one_active_run(bag, dag_id):
+    dag = bag.dags[dag_id]
+    assert "lakehouse" in dag.tags and len(dag.tags) >= 2
+    assert dag.doc_md and dag.description
+    assert dag.max_active_runs == 1 and dag.catchup is False
+    for task in dag.tasks:
+        assert task.owner == OWNER, task.task_id
+        if isinstance(task, SparkSubmitOperator):
+            # A Spark job may die of transient causes; its writes are idempotent.
+            assert task.retries >= 1 and task.retry_exponential_backoff, task.task_id
+        else:
+            # Only the input check does not retry: bad input does not heal.
+            assert task.task_id == "check_request" and task.retries == 0
+
+
+@pytest.mark.parametrize("dag_id", DAG_IDS)
+def test_spark_tasks_submit_the_cli_entry_point_through_the_spark_connection(bag, dag_id):
+    spark_tasks = [t for t in bag.dags[dag_id].tasks if isinstance(t, SparkSubmitOperator)]
+    assert spark_tasks
+    for task in spark_tasks:
+        assert task.application == str(ENTRY_POINT)
+        assert task._conn_id == SPARK_CONN_ID
+        assert task.env_vars["LAKEHOUSE_DATA_ROOT"] == str(bag.data_root)
+        assert "log4j2.properties" in task.conf["spark.driver.extraJavaOptions"]
+        if isinstance(task.application_args, list):
+            build_parser().parse_args(task.application_args)  # a command the CLI accepts
+
+
+def test_incremental_dag_runs_each_layer_then_its_gate_every_15_minutes(bag):
+    dag = bag.dags["lakehouse_incremental"]
+    assert dag.timetable.expression == "*/15 * * * *"
+    order = ["bronze", "validate_bronze", "silver", "validate_silver", "gold", "validate_gold"]
+    for upstream, downstream in itertools.pairwise(order):
+        assert dag.get_task(upstream).downstream_task_ids == {downstream}
+    for layer in ("bronze", "silver", "gold"):
+        stage, gate = dag.get_task(layer), dag.get_task(f"validate_{layer}")
+        assert stage.application_args == ["run", "--layer", layer]
+        assert stage.pool == WRITERS_POOL
+        assert gate.application_args == ["validate", "--layer", layer, "--new-rows"]
+        # Assets change when the gate passes: data-aware DAGs see validated tables only.
+        uris = {asset.uri for asset in gate.outlets}
+        assert uris == {f"file://{bag.data_root}/lakehouse/{t}" for t in LAYER_TABLES[layer]}
+        assert stage.outlets == []
+
+
+def test_asset_tables_are_the_tables_the_checks_know():
+    for layer, tables in LAYER_TABLES.items():
+        assert set(tables) == set(LAYERS[layer]) - {RECONCILIATION}
+
+
+def test_backfill_dag_checks_the_form_before_the_spark_jobs(bag):
+    dag = bag.dags["lakehouse_backfill"]
+    # Whole-day data intervals: what `airflow backfill create` hands each run.
+    assert isinstance(dag.timetable, CronDataIntervalTimetable)
+    assert dag.timetable.expression == "0 0 * * *"
+    # Every Spark job reads its arguments from the checked request, so runs after it.
+    assert dag.get_task("check_request").downstream_task_ids == {"backfill", "validate", "parity"}
+    assert dag.get_task("backfill").downstream_task_ids == {"validate"}
+    assert dag.get_task("validate").downstream_task_ids == {"parity"}
+    assert dag.get_task("backfill").pool == WRITERS_POOL
+
+
+def params_with(dag_params: ParamsDict, **values: object) -> None:
+    params = copy.deepcopy(dag_params)
+    for name, value in values.items():
+        params[name] = value
+    params.validate()
+
+
+def test_backfill_form_accepts_dates_and_rejects_what_the_ui_would(bag):
+    form = bag.dags["lakehouse_backfill"].params
+    params_with(form, start="2026-11-01", end="2026-11-02", layers=["gold"])
+    params_with(form)  # empty dates: the run's data interval
+    for bad in (
+        {"start": "2026-13-01"},
+        {"end": "1 Nov 2026"},
+        {"layers": ["bronze"]},
+        {"layers": []},
+        {"layers": ["gold", "gold"]},
+    ):
+        with pytest.raises(ParamValidationError):
+            params_with(form, **bad)
