@@ -86,11 +86,11 @@ def get_spark(
 
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name)
+    builder = SparkSession.builder
     # Under spark-submit the JVM is already running (it started this Python and
-    # told it the gateway port) and spark-submit's --master applies.
+    # told it the gateway port): spark-submit's --master and --name apply.
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master(settings.spark_master)
+        builder = builder.master(settings.spark_master).appName(app_name)
     for key, value in session_conf(settings, for_tests, streaming).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

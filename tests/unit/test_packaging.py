@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-import yaml
-
 from tests.helpers import REPO
 
 
@@ -30,13 +28,6 @@ def test_lock_pins_every_package_exactly_and_agrees_with_the_top_level_pins():
         assert lock.get(name) == version, name
     # pyspark-client installs into pyspark/: a mismatch silently breaks pandas UDFs.
     assert lock["pyspark"] == lock["pyspark-client"]
-
-
-def test_compose_file_parses_and_mounts_the_data_root():
-    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
-    service = compose["services"]["lakehouse"]
-    assert service["environment"]["LAKEHOUSE_DATA_ROOT"] == "/data"
-    assert any(volume.endswith(":/data") for volume in service["volumes"])
 
 
 def test_ci_runs_the_readme_test_command():

@@ -1,0 +1,129 @@
+"""The DAGs end to end with `airflow dags test`: real task runs, real spark-submit, real tables.
+
+One Airflow home (SQLite, migrated once) and one generated data root for the
+module: the incremental DAG ingests it, then the backfill DAG and the CLI
+backfill each recompute a copy of it and must agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from jobs.backfill import TABLES
+from tests.helpers import REPO, delta_count, delta_rows, delta_table, run_cli, settings_for
+
+pytestmark = pytest.mark.slow
+
+VENV_BIN = Path(sys.executable).parent
+RANGE = ("2026-10-31", "2026-11-02")
+
+
+@pytest.fixture(scope="module")
+def airflow_env(tmp_path_factory) -> dict[str, str]:
+    home = tmp_path_factory.mktemp("airflow-home")
+    env = {
+        **os.environ,
+        # spark-submit comes from the virtual environment, as in `make airflow-up`.
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "LAKEHOUSE_SHUFFLE_PARTITIONS": "2",
+    }
+    subprocess.run(
+        [str(VENV_BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True
+    )
+    return env
+
+
+def dags_test(env: dict[str, str], data_root: Path, dag_id: str, *args: str):
+    return subprocess.run(
+        [str(VENV_BIN / "airflow"), "dags", "test", dag_id, *args],
+        env={**env, "LAKEHOUSE_DATA_ROOT": str(data_root)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+@pytest.fixture(scope="module")
+def ingested(airflow_env, tmp_path_factory) -> Path:
+    """A data root after one run of the incremental DAG."""
+    root = tmp_path_factory.mktemp("incremental")
+    generated = run_cli("generate", "--events", "2000", "--seed", "21", "--data-root", str(root))
+    assert generated.returncode == 0, generated.stderr
+    done = dags_test(airflow_env, root, "lakehouse_incremental")
+    root.joinpath("dag.log").write_text(done.stdout + done.stderr)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return root
+
+
+def test_incremental_dag_writes_every_contract_table_and_passes_its_gates(ingested):
+    settings = settings_for(ingested)
+    log = ingested.joinpath("dag.log").read_text()
+    for task in ("bronze", "validate_bronze", "silver", "validate_silver", "gold", "validate_gold"):
+        assert f"task_id={task} " in log or f"lakehouse_incremental.{task} " in log, task
+    assert "state=success" in log
+    for layer in ("bronze", "quarantine"):
+        for source in ("impressions", "clicks", "user_actions"):
+            assert DeltaTable(str(settings.table(layer, source))).version() >= 0
+    for layer, name in TABLES:
+        assert delta_count(settings.table(layer, name)) > 0, f"{layer}/{name}"
+    # Three layer tasks ran their checks and three gates re-checked: six reports, all passed.
+    runs = sorted((settings.reports / "runs").glob("*.json"))
+    assert [json.loads(p.read_text())["status"] for p in runs] == ["passed"] * 6
+    results = delta_table(settings.meta("dq_results")).to_pylist()
+    assert len(results) >= 140 and all(r["success"] for r in results if r["severity"] == "critical")
+
+
+def test_backfill_dag_gives_the_tables_the_cli_backfill_gives(airflow_env, ingested, tmp_path):
+    by_dag, by_cli = tmp_path / "dag", tmp_path / "cli"
+    for copy in (by_dag, by_cli):
+        shutil.copytree(ingested, copy)
+    form = json.dumps({"start": RANGE[0], "end": RANGE[1], "layers": ["silver", "gold"]})
+    done = dags_test(airflow_env, by_dag, "lakehouse_backfill", "-c", form)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    log = done.stdout + done.stderr
+    assert f"parity {RANGE[0]}..{RANGE[1]}: streaming and batch agree" in log
+    cli = run_cli("backfill", "--start", RANGE[0], "--end", RANGE[1], "--data-root", str(by_cli))
+    assert cli.returncode == 0, cli.stderr
+    for layer, name in TABLES:
+        dag_rows = delta_rows(settings_for(by_dag).table(layer, name))
+        assert dag_rows == delta_rows(settings_for(by_cli).table(layer, name)), f"{layer}/{name}"
+        assert sum(dag_rows.values()) > 0
+    # The backfill replaced the range: new table versions, and the gate checked them.
+    silver = settings_for(by_dag).table("silver", "impressions")
+    assert (
+        DeltaTable(str(silver)).version()
+        > DeltaTable(str(ingested / silver.relative_to(by_dag))).version()
+    )
+
+
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [
+        ({"start": "2026-11-03", "end": "2026-11-01"}, "start 2026-11-03 is after end 2026-11-01"),
+        ({"start": "2026-11-01"}, "give both a start and an end date, or neither"),
+        ({"start": "2026-13-01", "end": "2026-11-01"}, "Invalid input for param start"),
+    ],
+    ids=["start-after-end", "missing-end", "not-a-date"],
+)
+def test_backfill_dag_rejects_a_bad_form_before_spark_starts(airflow_env, tmp_path, form, message):
+    root = tmp_path / "untouched"
+    done = dags_test(airflow_env, root, "lakehouse_backfill", "-c", json.dumps(form))
+    log = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert message in log
+    assert "Spark-Submit cmd" not in log and "spark-submit" not in log
+    assert not root.exists(), "no job ran, so nothing was written"

@@ -1,0 +1,129 @@
+"""docker-compose.yml is a valid Compose file and wires the production-like setup.
+
+There is no Docker engine here, so we do what `docker compose config` does:
+load the YAML (anchors and merge keys), interpolate ${VARS} from
+.env.example, and parse the result with compose-spec's typed parser, which
+rejects unknown keys and wrong types. References between services and
+volumes are checked on top.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pytest
+import yaml
+from compose_spec import PyCompose
+
+from tests.helpers import REPO
+
+COMPOSE = REPO / "docker-compose.yml"
+EXAMPLE = REPO / ".env.example"
+VARIABLE = re.compile(r"\$\{(\w+)(?::?([-?])([^}]*))?\}")
+
+
+def env_example() -> dict[str, str]:
+    lines = EXAMPLE.read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
+def interpolate(value: object, env: dict[str, str]) -> object:
+    """Compose's ${VAR}, ${VAR:-default} and ${VAR:?error}; $$ is a literal $."""
+
+    def one(match: re.Match[str]) -> str:
+        name, kind, rest = match.groups()
+        if name in env:
+            return env[name]
+        if kind == "?":
+            raise KeyError(f"{name} is required: {rest}")
+        return rest or ""
+
+    if isinstance(value, str):
+        return VARIABLE.sub(one, value).replace("$$", "$")
+    if isinstance(value, dict):
+        return {key: interpolate(item, env) for key, item in value.items()}
+    if isinstance(value, list):
+        return [interpolate(item, env) for item in value]
+    return value
+
+
+def resolved(env: dict[str, str]) -> dict:
+    raw = yaml.safe_load(COMPOSE.read_text())
+    return {k: v for k, v in interpolate(raw, env).items() if not k.startswith("x-")}
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    spec = resolved(env_example())
+    parsed = PyCompose.from_json(json.dumps(spec))
+    parsed.validate()
+    return spec
+
+
+def test_compose_file_is_valid_against_the_compose_spec(compose):
+    services = compose["services"]
+    assert set(services) == {
+        "postgres",
+        "airflow-init",
+        "airflow-apiserver",
+        "airflow-scheduler",
+        "airflow-dag-processor",
+        "spark-master",
+        "spark-worker",
+        "lakehouse",
+    }
+    for name, service in services.items():
+        for dependency in service.get("depends_on", []):
+            assert dependency in services, f"{name} depends on unknown {dependency}"
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            assert source in compose["volumes"], f"{name} mounts undeclared volume {source}"
+
+
+def test_the_parser_really_rejects_a_broken_file():
+    spec = resolved(env_example())
+    spec["services"]["postgres"]["healthcheck"]["retries"] = "many"
+    with pytest.raises(ValueError, match="expected u64"):
+        PyCompose.from_json(json.dumps(spec))
+    spec = resolved(env_example())
+    spec["services"]["spark-worker"]["restart_policy"] = "always"
+    with pytest.raises(ValueError, match="restart_policy"):
+        PyCompose.from_json(json.dumps(spec))
+
+
+def test_airflow_uses_postgres_and_submits_to_the_spark_cluster(compose):
+    services = compose["services"]
+    scheduler = services["airflow-scheduler"]["environment"]
+    assert scheduler["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://")
+    connection = json.loads(scheduler["AIRFLOW_CONN_SPARK_DEFAULT"])
+    assert connection == {"conn_type": "spark", "host": "spark://spark-master:7077"}
+    assert "spark://spark-master:7077" in services["spark-worker"]["command"]
+    for name in ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor"):
+        assert services[name]["depends_on"]["airflow-init"] == {
+            "condition": "service_completed_successfully"
+        }
+    # Driver (scheduler), executors (worker) and the CLI see the same data root.
+    for name in ("airflow-scheduler", "spark-worker", "lakehouse"):
+        assert "lakehouse-data:/data" in services[name]["volumes"], name
+    assert services["airflow-scheduler"]["environment"]["LAKEHOUSE_DATA_ROOT"] == "/data"
+    # Every service but Postgres runs the image built from this repository.
+    built = {n for n, s in services.items() if s.get("build") == "."}
+    assert built == set(services) - {"postgres"}
+
+
+def test_credentials_come_only_from_the_uncommitted_env_file(compose):
+    text = COMPOSE.read_text()
+    required = {m.group(1) for m in VARIABLE.finditer(text) if m.group(2) == "?"}
+    assert required >= {"POSTGRES_PASSWORD", "AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_FERNET_KEY"}
+    assert required | {m.group(1) for m in VARIABLE.finditer(text)} <= set(env_example())
+    # Without a .env the file refuses to resolve, rather than start with blank secrets.
+    with pytest.raises(KeyError, match="POSTGRES_USER is required"):
+        resolved({})
+    assert all(value == "change-me" for key, value in env_example().items() if "PASSWORD" in key)
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", ".env"], cwd=REPO, check=False
+    ).returncode
+    assert ignored == 0, ".env must be git-ignored"
+    assert ".env" in (REPO / ".dockerignore").read_text().split()
