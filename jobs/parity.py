@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -79,7 +80,8 @@ def run_parity(
             if name in Watermarks.__dataclass_fields__
         }
     )
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+    # Unique per run: two parity tasks may start in the same second.
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
     scratch = dataclasses.replace(
         settings, data_root=settings.data_root / "scratch" / f"parity-{stamp}"
     )
