@@ -173,6 +173,28 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--start", type=_day, required=True, help="first date, YYYY-MM-DD")
         command.add_argument("--end", type=_day, required=True, help="last date, YYYY-MM-DD")
         command.add_argument("--spark-master", help="Spark master URL")
+    maintain = commands.add_parser(
+        "maintain",
+        parents=[common],
+        help="compact and vacuum every table, expire old reports",
+        description="Compact the small files of every Delta table under lakehouse/ (a commit "
+        "streams skip), vacuum files older than --retain-hours, and delete run reports, Data "
+        "Docs pages and parity scratch folders older than --keep-days. Never run it beside a "
+        "writer (Airflow: the lakehouse_writers pool). No Spark needed.",
+    )
+    maintain.add_argument(
+        "--retain-hours",
+        type=_positive,
+        default=168,
+        help="vacuum files unreferenced for longer than this (default 168, Delta's default; "
+        "time travel and lagging streams cannot go further back)",
+    )
+    maintain.add_argument(
+        "--keep-days",
+        type=_positive,
+        default=30,
+        help="keep reports, Data Docs pages and parity scratch this many days (default 30)",
+    )
     backfill = commands.choices["backfill"]
     backfill.add_argument(
         "--layer",
@@ -312,6 +334,17 @@ def cmd_state(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
+    from jobs.maintain import expire_reports, maintain_tables
+
+    started = time.perf_counter()
+    for result in maintain_tables(settings, args.retain_hours):
+        print(result.summary(), flush=True)
+    print(expire_reports(settings, args.keep_days).summary())
+    print(f"maintain finished in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
 COMMANDS = {
     "generate": cmd_generate,
     "run": cmd_run,
@@ -319,6 +352,7 @@ COMMANDS = {
     "parity": cmd_parity,
     "state": cmd_state,
     "validate": cmd_validate,
+    "maintain": cmd_maintain,
 }
 
 

@@ -22,7 +22,7 @@ from jobs.validate import LAYERS, RECONCILIATION
 from tests.helpers import REPO
 
 DAG_FILES = sorted((REPO / "dags").glob("*.py"))
-DAG_IDS = ["lakehouse_backfill", "lakehouse_incremental"]
+DAG_IDS = ["lakehouse_backfill", "lakehouse_incremental", "lakehouse_maintenance"]
 # Modules that cost seconds to import or touch files: never at DAG parse time.
 HEAVY = ("pyspark", "great_expectations", "deltalake", "pandas", "pyarrow", "jobs")
 
@@ -171,3 +171,10 @@ def test_backfill_form_accepts_dates_and_rejects_what_the_ui_would(bag):
     ):
         with pytest.raises(ParamValidationError):
             params_with(form, **bad)
+
+
+def test_maintenance_dag_runs_nightly_in_the_writers_pool(bag):
+    dag = bag.dags["lakehouse_maintenance"]
+    assert dag.timetable.expression == "0 3 * * *"
+    (task,) = dag.tasks
+    assert task.application_args[0] == "maintain" and task.pool == WRITERS_POOL

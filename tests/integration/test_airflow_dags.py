@@ -127,3 +127,38 @@ def test_backfill_dag_rejects_a_bad_form_before_spark_starts(airflow_env, tmp_pa
     assert message in log
     assert "Spark-Submit cmd" not in log and "spark-submit" not in log
     assert not root.exists(), "no job ran, so nothing was written"
+
+
+def live_files(path: Path) -> set[str]:
+    return {Path(uri).name for uri in DeltaTable(str(path)).file_uris()}
+
+
+def test_maintenance_compacts_and_vacuums_without_changing_rows_or_reprocessing(
+    airflow_env, ingested
+):
+    """Last in this module: it changes the ingested root (and runs its streams again)."""
+    settings = settings_for(ingested)
+    tables = [settings.table(layer, name) for layer, name in TABLES]
+    rows_before = [delta_rows(path) for path in tables]
+    files_before = sum(len(live_files(path)) for path in tables)
+
+    done = dags_test(airflow_env, ingested, "lakehouse_maintenance")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert sum(len(live_files(path)) for path in tables) < files_before
+    assert [delta_rows(path) for path in tables] == rows_before
+
+    # Vacuum everything no longer referenced, and expire every report.
+    vacuum = run_cli(
+        "maintain", "--retain-hours", "0", "--keep-days", "0", "--data-root", str(ingested)
+    )
+    assert vacuum.returncode == 0, vacuum.stderr
+    for path in tables:
+        on_disk = {p.name for p in path.rglob("*.parquet")}
+        assert on_disk == live_files(path), path
+    assert [p.name for p in (settings.reports / "runs").iterdir()] == []
+
+    # The streams skip the compaction commits: the next run reads nothing, changes nothing.
+    again = run_cli("run", "--data-root", str(ingested))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count(" in          0 ") == len(TABLES) + 3  # every query, bronze too
+    assert [delta_rows(path) for path in tables] == rows_before

@@ -1,0 +1,79 @@
+"""`lakehouse maintain`: compaction and vacuum of every table, and retention of reports.
+
+Run it on a slower schedule than the pipeline (the `lakehouse_maintenance`
+DAG: nightly) and never at the same time as a writer (the DAG's task is in
+the writers pool). No Spark needed: delta-rs does the work.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from include.delta.maintenance import TableMaintenance, compact_and_vacuum
+from include.delta.schema import is_delta_table
+from include.settings import Settings
+
+
+@dataclass(frozen=True)
+class Expired:
+    """Report files, Data Docs pages and parity scratch folders removed by retention."""
+
+    run_pages: int
+    data_docs_pages: int
+    scratch_folders: int
+
+    def summary(self) -> str:
+        return (
+            f"expired: {self.run_pages} run report files, {self.data_docs_pages} Data Docs "
+            f"pages, {self.scratch_folders} parity scratch folders"
+        )
+
+
+def delta_tables(settings: Settings) -> Iterator[tuple[str, Path]]:
+    """Every Delta table under lakehouse/ (contract tables and _meta), as (name, path)."""
+    if not settings.lakehouse.exists():
+        return
+    for layer in sorted(p for p in settings.lakehouse.iterdir() if p.is_dir()):
+        for table in sorted(p for p in layer.iterdir() if is_delta_table(p)):
+            yield f"{layer.name}/{table.name}", table
+
+
+def maintain_tables(settings: Settings, retain_hours: int) -> list[TableMaintenance]:
+    return [compact_and_vacuum(path, name, retain_hours) for name, path in delta_tables(settings)]
+
+
+def _older_than(path: Path, cutoff: float) -> bool:
+    return path.stat().st_mtime < cutoff
+
+
+def expire_reports(settings: Settings, keep_days: int, now: float | None = None) -> Expired:
+    """Delete run pages, Data Docs validation pages and parity scratch older than keep_days."""
+    if keep_days < 0:
+        raise ValueError(f"keep_days must not be negative, got {keep_days}")
+    cutoff = (now if now is not None else time.time()) - dt.timedelta(
+        days=keep_days
+    ).total_seconds()
+    runs = settings.reports / "runs"
+    run_files = [p for p in runs.glob("*") if p.is_file() and _older_than(p, cutoff)]
+    validations = settings.reports / "data_docs" / "validations"
+    pages = [p for p in validations.rglob("*") if p.is_file() and _older_than(p, cutoff)]
+    scratch = settings.data_root / "scratch"
+    folders = [p for p in scratch.glob("parity-*") if p.is_dir() and _older_than(p, cutoff)]
+    for path in [*run_files, *pages]:
+        path.unlink()
+    for folder in folders:
+        shutil.rmtree(folder)
+    # Folders of the Data Docs tree left empty, deepest first.
+    for folder in sorted((p for p in validations.rglob("*") if p.is_dir()), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    if run_files:
+        from jobs.report import write_index
+
+        write_index(settings)
+    return Expired(len(run_files), len(pages), len(folders))
