@@ -62,14 +62,14 @@ with DAG(
     @task(multiple_outputs=True, retries=0)
     def check_request(params: Any = None, dag_run: Any = None) -> dict[str, list[str]]:
         """The range and the commands to run; a clear error for a bad form."""
-        from jobs.dates import backfill_request
+        from jobs.dates import backfill_request, covered_interval
 
-        interval = None
-        if dag_run.data_interval_start is not None:
-            interval = (dag_run.data_interval_start, dag_run.data_interval_end)
-        request = backfill_request(
-            params["start"], params["end"], params["layers"], dag_run.run_type, interval
+        interval = covered_interval(
+            dag_run.run_type,
+            dag_run.logical_date,
+            (dag_run.data_interval_start, dag_run.data_interval_end),
         )
+        request = backfill_request(params["start"], params["end"], params["layers"], interval)
         print(f"backfill {request.dates.start}..{request.dates.end}, layers {request.layers}")
         return request.commands()
 

@@ -61,22 +61,40 @@ class BackfillRequest:
         }
 
 
+def covered_interval(
+    run_type: str,
+    logical_date: dt.datetime | None,
+    interval: tuple[dt.datetime, dt.datetime] | None,
+) -> tuple[dt.datetime, dt.datetime] | None:
+    """What a backfill run covers when its form names no dates.
+
+    A scheduled run, or one `airflow backfill create` made, covers its data
+    interval. A manual trigger covers the day of the logical date it was
+    given (Airflow would give it the interval that *ends* there), and
+    nothing without one.
+    """
+    if run_type == "manual":
+        return None if logical_date is None else (logical_date, logical_date)
+    return interval
+
+
 def backfill_request(
     start: object,
     end: object,
     layers: Sequence[str] | None,
-    run_type: str,
     interval: tuple[dt.datetime, dt.datetime] | None,
 ) -> BackfillRequest:
     """The range from the trigger form, else the run's data interval.
 
-    A manual trigger must name both dates. A scheduled run or one created by
-    `airflow backfill create` covers the UTC dates of its data interval
-    (end exclusive), unless the form overrides them.
+    `interval` (see `covered_interval`) covers the UTC dates from its start
+    up to its end, exclusive, or the start's date when both are equal. A
+    run without one must name both dates.
     """
     if start is None and end is None:
-        if run_type == "manual" or interval is None:
-            raise ValueError("a manual backfill needs both a start and an end date")
+        if interval is None:
+            raise ValueError(
+                "no dates: give a start and an end date (or trigger with a logical date)"
+            )
         first, last = (moment.astimezone(dt.UTC) for moment in interval)
         dates = DateRange(first.date(), max(first, last - dt.timedelta(microseconds=1)).date())
     elif start is None or end is None:

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 
 from jobs.cli import build_parser
-from jobs.dates import MAX_BACKFILL_DAYS, backfill_request
+from jobs.dates import MAX_BACKFILL_DAYS, backfill_request, covered_interval
 
 DAY = dt.datetime(2026, 11, 5, tzinfo=dt.UTC)
 INTERVAL = (DAY, DAY + dt.timedelta(days=1))
 
 
 def test_form_dates_win_and_give_the_three_commands():
-    request = backfill_request("2026-11-01", "2026-11-03", ["gold"], "manual", INTERVAL)
+    request = backfill_request("2026-11-01", "2026-11-03", ["gold"], INTERVAL)
     assert (request.dates.start, request.dates.end) == (dt.date(2026, 11, 1), dt.date(2026, 11, 3))
     commands = request.commands()
     assert commands["backfill"] == [
@@ -26,44 +27,42 @@ def test_form_dates_win_and_give_the_three_commands():
         build_parser().parse_args(arguments)
 
 
-def test_scheduled_and_backfill_runs_cover_their_data_interval_end_exclusive():
-    for run_type in ("scheduled", "backfill"):
-        request = backfill_request(None, None, None, run_type, INTERVAL)
-        assert request.dates.dates == [dt.date(2026, 11, 5)]
-        assert request.layers == ("silver", "gold")
+def test_a_run_with_a_logical_date_covers_its_data_interval_end_exclusive():
+    request = backfill_request(None, None, None, INTERVAL)
+    assert request.dates.dates == [dt.date(2026, 11, 5)]
+    assert request.layers == ("silver", "gold")
     three_days = (DAY, DAY + dt.timedelta(days=3))
-    assert len(backfill_request(None, None, None, "backfill", three_days).dates.dates) == 3
+    assert len(backfill_request(None, None, None, three_days).dates.dates) == 3
+    # A manual run with a logical date but no schedule interval: that one day.
+    assert backfill_request(None, None, None, (DAY, DAY)).dates.dates == [dt.date(2026, 11, 5)]
+
+
+def test_manual_runs_cover_their_logical_date_and_the_others_their_interval():
+    assert covered_interval("scheduled", DAY, INTERVAL) == INTERVAL
+    assert covered_interval("backfill", DAY, INTERVAL) == INTERVAL
+    assert covered_interval("manual", DAY, (DAY - dt.timedelta(days=1), DAY)) == (DAY, DAY)
+    assert covered_interval("manual", None, (DAY, DAY)) is None
 
 
 def test_layers_come_back_in_pipeline_order():
-    assert backfill_request(
-        "2026-11-01", "2026-11-01", ["gold", "silver"], "manual", None
-    ).layers == (
-        "silver",
-        "gold",
-    )
+    request = backfill_request("2026-11-01", "2026-11-01", ["gold", "silver"], None)
+    assert request.layers == ("silver", "gold")
 
 
 @pytest.mark.parametrize(
-    ("start", "end", "layers", "run_type", "message"),
+    ("start", "end", "layers", "interval", "message"),
     [
-        ("2026-11-03", "2026-11-01", None, "manual", "start 2026-11-03 is after end 2026-11-01"),
-        (
-            "2026-13-01",
-            "2026-11-01",
-            None,
-            "manual",
-            "start: not a date (YYYY-MM-DD): '2026-13-01'",
-        ),
-        ("2026-11-01", "tomorrow", None, "manual", "end: not a date"),
-        ("2026-11-01", None, None, "manual", "give both a start and an end date, or neither"),
-        (None, None, None, "manual", "a manual backfill needs both a start and an end date"),
-        ("2026-11-01", "2026-11-01", ["bronze"], "manual", "layers: choose from silver, gold"),
-        ("2026-11-01", "2026-11-01", [], "manual", "layers: choose from silver, gold"),
-        ("2024-01-01", "2026-11-01", None, "manual", f"at most {MAX_BACKFILL_DAYS} days"),
-        (20261101, "2026-11-01", None, "manual", "start: expected a date YYYY-MM-DD, got 20261101"),
+        ("2026-11-03", "2026-11-01", None, INTERVAL, "start 2026-11-03 is after end 2026-11-01"),
+        ("2026-13-01", "2026-11-01", None, None, "start: not a date (YYYY-MM-DD): '2026-13-01'"),
+        ("2026-11-01", "tomorrow", None, INTERVAL, "end: not a date"),
+        ("2026-11-01", None, None, INTERVAL, "give both a start and an end date, or neither"),
+        (None, None, None, None, "no dates: give a start and an end date"),
+        ("2026-11-01", "2026-11-01", ["bronze"], INTERVAL, "layers: choose from silver, gold"),
+        ("2026-11-01", "2026-11-01", [], INTERVAL, "layers: choose from silver, gold"),
+        ("2024-01-01", "2026-11-01", None, None, f"at most {MAX_BACKFILL_DAYS} days"),
+        (20261101, "2026-11-01", None, INTERVAL, "start: expected a date YYYY-MM-DD, got 20261101"),
     ],
 )
-def test_a_bad_request_gets_a_clear_message(start, end, layers, run_type, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        backfill_request(start, end, layers, run_type, INTERVAL)
+def test_a_bad_request_gets_a_clear_message(start, end, layers, interval, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        backfill_request(start, end, layers, interval)
