@@ -166,11 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stopped: {', '.join(stopped)}" if stopped else "Airflow was not running")
         return 0
     if args.action == "status":
-        services = processes.running(local.state)
-        for service in services:
-            mib = service.memory_bytes() / 2**20
-            print(f"{service.name:14} pid {service.pid:>7}  {mib:7.0f} MiB")
-        if not services:
+        if not processes.print_status(local.state):
             print("Airflow is not running")
         return 0
     try:

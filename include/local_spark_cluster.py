@@ -123,11 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stopped: {', '.join(stopped)}" if stopped else "the cluster was not running")
         return 0
     if args.action == "status":
-        services = processes.running(cluster.state)
-        for service in services:
-            mib = service.memory_bytes() / 2**20
-            print(f"{service.name:13} pid {service.pid:>7}  {mib:7.0f} MiB")
-        print(f"alive workers: {cluster.alive_workers()}" if services else "not running")
+        running = processes.print_status(cluster.state)
+        print(f"alive workers: {cluster.alive_workers()}" if running else "not running")
         return 0
     try:
         cluster.start()

@@ -93,6 +93,15 @@ def running(state: Path) -> list[Service]:
     return services
 
 
+def print_status(state: Path) -> bool:
+    """Print each running service with its pid and memory; whether any is running."""
+    services = running(state)
+    for service in services:
+        mib = service.memory_bytes() / 2**20
+        print(f"{service.name:14} pid {service.pid:>7}  {mib:7.0f} MiB")
+    return bool(services)
+
+
 def stop(state: Path, grace_seconds: float = 30) -> list[str]:
     """Stop every service recorded under `state` and its descendants; their names."""
     stopped = []
