@@ -17,6 +17,7 @@ import os
 import secrets
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,16 @@ from include.orchestration import REPO, WRITERS_POOL
 ADMIN = "admin"
 SERVICES = ("api-server", "scheduler", "dag-processor")
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+
+
+def _token() -> str:
+    return secrets.token_urlsafe(16)
+
+
+def _fernet_key() -> str:
+    from cryptography.fernet import Fernet
+
+    return Fernet.generate_key().decode()
 
 
 @dataclass(frozen=True)
@@ -48,12 +59,19 @@ class LocalAirflow:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def _secret(self, name: str) -> str:
+    def _private_file(self, name: str, text: str) -> Path:
+        """Write `.airflow/secrets/<name>`, readable by the owner only."""
+        path = self.home / "secrets" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        path.chmod(0o600)
+        return path
+
+    def _secret(self, name: str, generate: Callable[[], str] = _token) -> str:
+        """A secret generated on first use and kept for every later start."""
         path = self.home / "secrets" / name
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(secrets.token_urlsafe(16))
-            path.chmod(0o600)
+            self._private_file(name, generate())
         return path.read_text().strip()
 
     def password(self) -> str:
@@ -61,10 +79,7 @@ class LocalAirflow:
 
     def env(self) -> dict[str, str]:
         """The environment of every Airflow process (and so of every task)."""
-        passwords = self.home / "secrets" / "passwords.json"
-        passwords.parent.mkdir(parents=True, exist_ok=True)
-        passwords.write_text(json.dumps({ADMIN: self.password()}))
-        passwords.chmod(0o600)
+        passwords = self._private_file("passwords.json", json.dumps({ADMIN: self.password()}))
         venv_bin = str(Path(sys.executable).parent)
         env = {
             **os.environ,
@@ -77,7 +92,7 @@ class LocalAirflow:
             "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-            "AIRFLOW__CORE__FERNET_KEY": self._fernet_key(),
+            "AIRFLOW__CORE__FERNET_KEY": self._secret("fernet-key", _fernet_key),
             "AIRFLOW__API__BASE_URL": self.url,
             "AIRFLOW__API__PORT": str(self.port),
             "AIRFLOW__API__WORKERS": "1",
@@ -94,24 +109,12 @@ class LocalAirflow:
             env["LAKEHOUSE_INCREMENTAL_SCHEDULE"] = self.schedule
         return env
 
-    def _fernet_key(self) -> str:
-        path = self.home / "secrets" / "fernet-key"
-        if not path.exists():
-            from cryptography.fernet import Fernet
-
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(Fernet.generate_key().decode())
-            path.chmod(0o600)
-        return path.read_text().strip()
-
-    def airflow(self, *args: str) -> None:
+    def airflow(self, env: dict[str, str], *args: str) -> None:
         """Run an `airflow` command against this home and wait for it."""
         log = processes.log_file(self.state, "setup")
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
-            done = subprocess.run(
-                [AIRFLOW, *args], env=self.env(), stdout=out, stderr=subprocess.STDOUT
-            )
+            done = subprocess.run([AIRFLOW, *args], env=env, stdout=out, stderr=subprocess.STDOUT)
         if done.returncode != 0:
             raise RuntimeError(f"`airflow {' '.join(args)}` failed; see {log}")
 
@@ -119,11 +122,16 @@ class LocalAirflow:
         if processes.running(self.state):
             raise RuntimeError(f"Airflow is already running from {self.home}; stop it first")
         self.home.mkdir(parents=True, exist_ok=True)
-        self.airflow("db", "migrate")
-        self.airflow(
-            "pools", "set", WRITERS_POOL, "1", "tasks that write lakehouse tables, one at a time"
-        )
         env = self.env()
+        self.airflow(env, "db", "migrate")
+        self.airflow(
+            env,
+            "pools",
+            "set",
+            WRITERS_POOL,
+            "1",
+            "tasks that write lakehouse tables, one at a time",
+        )
         argv = {
             "api-server": [AIRFLOW, "api-server", "--port", str(self.port)],
             "scheduler": [AIRFLOW, "scheduler"],
