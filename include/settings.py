@@ -14,7 +14,7 @@ DEFAULT_DATA_ROOT = "./data"
 DEFAULT_SPARK_MASTER = "local[*]"
 
 
-def _env_int(name: str, default: int) -> int:
+def _env_int(name: str, default: int, minimum: int = 1) -> int:
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -22,8 +22,8 @@ def _env_int(name: str, default: int) -> int:
         value = int(raw)
     except ValueError:
         raise ValueError(f"{name} must be an integer, got {raw!r}") from None
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
     return value
 
 
@@ -36,6 +36,8 @@ class Settings:
     max_files_per_trigger: int
     # Lines longer than this (in bytes) are quarantined instead of parsed.
     max_line_bytes: int
+    # How long a writer (run, backfill, maintain, recover) waits for another one.
+    lock_timeout_seconds: int
 
     @classmethod
     def load(
@@ -53,6 +55,7 @@ class Settings:
             shuffle_partitions=_env_int("LAKEHOUSE_SHUFFLE_PARTITIONS", os.cpu_count() or 2),
             max_files_per_trigger=_env_int("LAKEHOUSE_MAX_FILES_PER_TRIGGER", 100),
             max_line_bytes=_env_int("LAKEHOUSE_MAX_LINE_BYTES", 1024 * 1024),
+            lock_timeout_seconds=_env_int("LAKEHOUSE_LOCK_TIMEOUT", 900, minimum=0),
         )
 
     # Layout of the data root (CONTRACT.md section 1).

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyspark.sql import functions as F
 
+from include.checkpoints import read_sidecar
 from include.delta import DeltaStreamSink
 from include.delta.writes import append_rows
 from include.settings import Settings
@@ -98,22 +99,38 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpe
         .withColumn("_ingested_at", F.current_timestamp())
     )
 
+    # After `lakehouse recover --layer bronze` the new checkpoint reads every
+    # landing file again: lines of files a table already holds are not written twice.
+    already_in = read_sidecar(checkpoint).get("skip_files", {})
+
+    def new_lines(frame: DataFrame, table: str) -> DataFrame:
+        files = already_in.get(table)
+        return frame.where(~F.col("_source_file").isin(files)) if files else frame
+
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
         try:
-            lines_read = batch.count()
-            bronze.write(batch.where(F.col("_reject_reason").isNull()), batch_id)
-            quarantine.write(
+            accepted = new_lines(batch.where(F.col("_reject_reason").isNull()), "bronze")
+            rejected = new_lines(
                 batch.where(F.col("_reject_reason").isNotNull()).withColumnRenamed(
                     "_reject_reason", "reason"
                 ),
-                batch_id,
+                "quarantine",
             )
+            lines_read = accepted.count() + rejected.count() if already_in else batch.count()
+            bronze.write(accepted, batch_id)
+            quarantine.write(rejected, batch_id)
             record_lines_read(settings, source, bronze.app_id, batch_id, lines_read)
         finally:
             batch.unpersist()
 
-    result = run_available_now(f"bronze/{source.name}", parsed, checkpoint, write_batch)
+    result = run_available_now(
+        f"bronze/{source.name}",
+        parsed,
+        checkpoint,
+        write_batch,
+        [bronze.table_path, quarantine.table_path],
+    )
     result.rows_out = {"bronze": bronze.rows_written, "quarantine": quarantine.rows_written}
     return result
 

@@ -14,6 +14,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from include.errors import LakehouseError
+from include.locks import writer_lock
 from include.settings import Settings
 from jobs.dates import BACKFILL_LAYERS
 
@@ -26,7 +28,9 @@ LAYER_NAMES = ("bronze", "silver", "gold")
 EPILOG = """\
 data root: --data-root, else $LAKEHOUSE_DATA_ROOT, else ./data
 environment: LAKEHOUSE_SPARK_MASTER (default local[*]), LAKEHOUSE_SHUFFLE_PARTITIONS,
-             LAKEHOUSE_MAX_FILES_PER_TRIGGER (default 100), LAKEHOUSE_MAX_LINE_BYTES (default 1 MiB)
+             LAKEHOUSE_MAX_FILES_PER_TRIGGER (default 100),
+             LAKEHOUSE_MAX_LINE_BYTES (default 1 MiB),
+             LAKEHOUSE_LOCK_TIMEOUT (seconds a writer waits for another one, default 900)
 """
 
 
@@ -195,6 +199,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=30,
         help="keep reports, Data Docs pages and parity scratch this many days (default 30)",
     )
+    recover = commands.add_parser(
+        "recover",
+        parents=[common],
+        help="restart a layer's streams after their checkpoints were lost or damaged",
+        description="The recovery a checkpoint error asks for. Moves the layer's checkpoints "
+        "to checkpoints/_retired/<time>/. bronze: the next run reads every landing file "
+        "again and skips the files bronze and quarantine already hold. silver, gold: rebuilds "
+        "the layer's tables by backfill over every date in bronze, then the streams restart "
+        "from the current versions of their sources. See README, 'Recovering a stream'.",
+    )
+    recover.add_argument(
+        "--layer",
+        action="append",
+        choices=LAYER_NAMES,
+        required=True,
+        help="the layer to recover (repeatable)",
+    )
+    recover.add_argument("--spark-master", help="Spark master URL")
     backfill = commands.choices["backfill"]
     backfill.add_argument(
         "--layer",
@@ -291,8 +313,20 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     from include.spark import get_spark
     from jobs.backfill import run_backfill
     from jobs.dates import DateRange
+    from jobs.recovery import streams_behind
 
     dates = DateRange(args.start, args.end)
+    behind = streams_behind(settings)
+    if behind:
+        print(
+            "lakehouse backfill: refused: the streams still have rows to write; after a "
+            "backfill they would write them again (duplicates). Run `lakehouse run` (in "
+            "Airflow: let lakehouse_incremental succeed) first, then the backfill.",
+            file=sys.stderr,
+        )
+        for line in behind:
+            print(f"  {line}", file=sys.stderr)
+        return 1
     started = time.perf_counter()
     spark = get_spark(settings, app_name="lakehouse-backfill", streaming=False)
     layers = in_order(args.layer, BACKFILL_LAYERS)
@@ -334,6 +368,18 @@ def cmd_state(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_recover(args: argparse.Namespace, settings: Settings) -> int:
+    from include.spark import get_spark
+    from jobs.recovery import recover_layer
+
+    spark = get_spark(settings, app_name="lakehouse-recover", streaming=False)
+    for layer in in_order(args.layer, LAYER_NAMES):
+        retired = recover_layer(spark, settings, layer, echo=_echo)
+        print(f"recovered {layer}: old checkpoints kept in {retired}")
+    print("next: `lakehouse run` restarts the streams from the new checkpoints")
+    return 0
+
+
 def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
     from jobs.maintain import expire_reports, maintain_tables
 
@@ -353,7 +399,12 @@ COMMANDS = {
     "state": cmd_state,
     "validate": cmd_validate,
     "maintain": cmd_maintain,
+    "recover": cmd_recover,
 }
+
+
+# Commands that write lakehouse tables or checkpoints: one at a time per data root.
+WRITERS = frozenset({"run", "backfill", "maintain", "recover"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -363,8 +414,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings.load(
             data_root=args.data_root, spark_master=getattr(args, "spark_master", None)
         )
-        return COMMANDS[args.command](args, settings)
-    except (ValueError, OSError) as error:
+        if args.command not in WRITERS:
+            return COMMANDS[args.command](args, settings)
+        with writer_lock(
+            settings.data_root, f"lakehouse {args.command}", settings.lock_timeout_seconds, _echo
+        ):
+            return COMMANDS[args.command](args, settings)
+    except (ValueError, OSError, LakehouseError) as error:
         print(f"lakehouse {args.command}: error: {error}", file=sys.stderr)
         return 1
     except Exception as error:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from include.settings import Settings
 from jobs.contract import CLICKS, IMPRESSIONS, USER_ACTIONS
 from jobs.progress import StageResult
-from jobs.silver import read_silver, write_table
+from jobs.silver import read_table, write_table
 from jobs.transforms.gold import actions_per_window, ad_performance_hourly
 from jobs.transforms.silver import attribute_clicks
 from jobs.transforms.user_state import track_user_status
@@ -18,20 +18,22 @@ if TYPE_CHECKING:
 
 
 def run_gold(spark: SparkSession, settings: Settings) -> Iterator[StageResult]:
-    def silver(table: str) -> DataFrame:
-        return read_silver(spark, settings, table)
+    def silver(table: str, query: str) -> DataFrame:
+        return read_table(spark, settings, ("silver", table), ("gold", query))
 
     # The attribution join and both hourly aggregations run in one query, so
     # Spark carries the watermark from the join into the windows.
-    attribution = attribute_clicks(silver(IMPRESSIONS.name), silver(CLICKS.name))
-    yield write_table(settings, "gold", "ad_performance_hourly", ad_performance_hourly(attribution))
-    yield write_table(
-        settings, "gold", "actions_10min", actions_per_window(silver(USER_ACTIONS.name))
-    )
+    hourly = "ad_performance_hourly"
+    attribution = attribute_clicks(silver(IMPRESSIONS.name, hourly), silver(CLICKS.name, hourly))
+    yield write_table(settings, "gold", hourly, ad_performance_hourly(attribution))
+    windows = "actions_10min"
+    per_window = actions_per_window(silver(USER_ACTIONS.name, windows))
+    yield write_table(settings, "gold", windows, per_window)
+    status = "user_status"
     yield write_table(
         settings,
         "gold",
-        "user_status",
-        silver(USER_ACTIONS.name).transform(track_user_status()),
+        status,
+        silver(USER_ACTIONS.name, status).transform(track_user_status()),
         merge_keys=["user_id"],
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from include.checkpoints import restart_version
 from include.delta import DeltaStreamSink, read_stream
 from include.settings import Settings
 from jobs.contract import CLICKS, EVENT_DATE, IMPRESSIONS, SOURCES, USER_ACTIONS, table_schema
@@ -43,38 +44,51 @@ def write_table(
         merge_keys=merge_keys or [],
     )
     output_mode = "update" if merge_keys else "append"
-    result = run_available_now(f"{layer}/{table}", frame, checkpoint, sink, output_mode)
+    result = run_available_now(
+        f"{layer}/{table}", frame, checkpoint, sink, [sink.table_path], output_mode
+    )
     result.rows_out = {table: sink.rows_written}
     return result
 
 
-def read_silver(spark: SparkSession, settings: Settings, table: str) -> DataFrame:
-    """A silver table as a stream.
+def read_table(
+    spark: SparkSession, settings: Settings, source: tuple[str, str], query: tuple[str, str]
+) -> DataFrame:
+    """The appends to table `source` (layer, name) as a stream, for the query writing `query`.
 
     A backfill replaces silver partitions and recomputes what is downstream
-    itself: streams of silver tables skip such commits.
+    itself: streams of silver tables skip such commits. A stream restarted by
+    `lakehouse recover` starts where its checkpoint says.
     """
-    return read_stream(spark, settings.table("silver", table), skip_change_commits=True)
+    path = settings.table(*source)
+    return read_stream(
+        spark,
+        path,
+        skip_change_commits=source[0] == "silver",
+        starting_version=restart_version(settings.checkpoint(*query), path),
+    )
 
 
 def run_silver(spark: SparkSession, settings: Settings) -> Iterator[StageResult]:
-    def bronze(source: str) -> DataFrame:
-        return read_stream(spark, settings.table("bronze", source))
-
-    def silver(table: str) -> DataFrame:
-        return read_silver(spark, settings, table)
+    def read(layer: str, table: str, query: str) -> DataFrame:
+        return read_table(spark, settings, (layer, table), ("silver", query))
 
     for name, spec in SOURCES.items():
-        yield write_table(settings, "silver", name, bronze(name).transform(dedupe_events(spec)))
+        deduplicated = read("bronze", name, name).transform(dedupe_events(spec))
+        yield write_table(settings, "silver", name, deduplicated)
+    attribution = "ad_attribution"
     yield write_table(
         settings,
         "silver",
-        "ad_attribution",
-        attribute_clicks(silver(IMPRESSIONS.name), silver(CLICKS.name)),
+        attribution,
+        attribute_clicks(
+            read("silver", IMPRESSIONS.name, attribution), read("silver", CLICKS.name, attribution)
+        ),
     )
+    sessions = "user_sessions"
     yield write_table(
         settings,
         "silver",
-        "user_sessions",
-        silver(USER_ACTIONS.name).transform(sessionize_user_actions()),
+        sessions,
+        read("silver", USER_ACTIONS.name, sessions).transform(sessionize_user_actions()),
     )

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from include.checkpoints import explain_failure, guard
 from jobs.progress import StageResult, timed
 
 if TYPE_CHECKING:
@@ -20,20 +21,32 @@ def run_available_now(
     frame: DataFrame,
     checkpoint: Path,
     write_batch: BatchWriter,
+    tables: Sequence[Path],
     output_mode: str = "append",
 ) -> StageResult:
-    """Process everything available now, in micro-batches, then stop."""
+    """Process everything available now, in micro-batches, then stop.
+
+    `tables` are the Delta tables `write_batch` commits to; the checkpoint is
+    checked against them before the query starts.
+    """
+    guard(checkpoint, name, list(tables))
     result = StageResult(name)
     with timed(result):
-        query = (
-            frame.writeStream.queryName(name.replace("/", "_"))
-            .option("checkpointLocation", str(checkpoint))
-            .outputMode(output_mode)
-            .trigger(availableNow=True)
-            .foreachBatch(write_batch)
-            .start()
-        )
-        query.awaitTermination()
+        try:
+            query = (
+                frame.writeStream.queryName(name.replace("/", "_"))
+                .option("checkpointLocation", str(checkpoint))
+                .outputMode(output_mode)
+                .trigger(availableNow=True)
+                .foreachBatch(write_batch)
+                .start()
+            )
+            query.awaitTermination()
+        except Exception as error:
+            explained = explain_failure(error, checkpoint, name)
+            if explained is error:
+                raise
+            raise explained from error
     progress = query.recentProgress
     result.progress = [json.loads(p.json) for p in progress]
     result.rows_in = sum(p.numInputRows for p in progress)

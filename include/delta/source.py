@@ -1,9 +1,13 @@
 """A Delta table as a Spark streaming source (Python Data Source API).
 
-Offsets are positions in the table's history: `{"version": v, "index": i}`
-means every data file of versions before `v`, and the first `i` data files
-of version `v`, have been read. The stream starts at version 0, so a new
-query reads the whole table and then each appended version exactly once.
+Offsets are positions in the table's history: `{"table": t, "version": v,
+"index": i}` means every data file of versions before `v`, and the first `i`
+data files of version `v`, of table `t` have been read (the table is in the
+offset so that a checkpoint says what its stream has read; see
+`include.checkpoints`). A new query starts at version 0, so it reads the
+whole table and then each appended version exactly once; with
+`startingVersion` it starts there instead (a stream restarted after its
+checkpoint was lost and its output rebuilt by backfill).
 
 - `Trigger.AvailableNow`: the end is fixed at the latest version when the
   query starts.
@@ -72,6 +76,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.max_files < 1:
             raise ValueError(f"maxFilesPerTrigger must be at least 1, got {self.max_files}")
         self.skip_change_commits = options.get("skipchangecommits", "false").lower() == "true"
+        self.starting_version = int(options.get("startingversion", 0))
         self.schema = schema
         self.target_version: int | None = None
         self._files_by_version: dict[int, list[DataFile]] = {}
@@ -101,17 +106,25 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         changes = [
             a["remove"] for a in actions if "remove" in a and a["remove"].get("dataChange", True)
         ]
-        if changes:
+        # A backfill's replacement of a range that held no files removes nothing,
+        # but its rows are a recomputation, not new data.
+        replaced = any(
+            str(a["commitInfo"].get("lakehouseOperation", "")).startswith("REPLACE")
+            for a in actions
+            if "commitInfo" in a
+        )
+        if changes or replaced:
             if self.skip_change_commits:
                 return []
             raise DeltaChangeError(
-                f"{self.table_path}: version {version} ({operation}) removed {len(changes)} data "
-                "file(s); a streaming read follows appends only. Set skipChangeCommits=true to "
-                "ignore such commits, or restart the stream from a new checkpoint."
+                f"{self.table_path}: version {version} ({operation}) rewrote data "
+                f"({len(changes)} file(s) removed); a streaming read follows appends only. "
+                "Set skipChangeCommits=true to ignore such commits, or restart the stream "
+                "from a new checkpoint."
             )
         for action in actions:
             metadata = action.get("metaData")
-            if metadata and version > 0:
+            if metadata and version > 0 and self.schema is not None:
                 names = [f["name"] for f in json.loads(metadata["schemaString"])["fields"]]
                 if names != self.schema.names:
                     raise DeltaChangeError(
@@ -126,8 +139,11 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- offsets -------------------------------------------------------------
 
-    def initialOffset(self) -> dict[str, int]:
-        return {"version": 0, "index": 0}
+    def _offset(self, version: int, index: int) -> dict[str, Any]:
+        return {"table": self.table_path, "version": version, "index": index}
+
+    def initialOffset(self) -> dict[str, Any]:
+        return self._offset(self.starting_version, 0)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxFiles(self.max_files)
@@ -135,7 +151,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self.target_version = _latest_version(self.table_path)
 
-    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         last = (
             self.target_version
             if self.target_version is not None
@@ -151,10 +167,10 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if index < len(files):
                 break
             version, index = version + 1, 0
-        return {"version": version, "index": index}
+        return self._offset(version, index)
 
-    def reportLatestOffset(self) -> dict[str, int]:
-        return {"version": _latest_version(self.table_path) + 1, "index": 0}
+    def reportLatestOffset(self) -> dict[str, Any]:
+        return self._offset(_latest_version(self.table_path) + 1, 0)
 
     def commit(self, end: dict[str, int]) -> None:
         for version in [v for v in self._files_by_version if v < end["version"]]:
@@ -186,6 +202,13 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, DeltaFilesPartition)
         yield from read_data_files(partition.table_path, partition.files, self.schema)
+
+
+def unread_files(offset: dict[str, Any]) -> int:
+    """Data files appended to `offset["table"]` after a stream's offset (rewrites not counted)."""
+    reader = DeltaStreamReader({"path": offset["table"], "skipChangeCommits": "true"}, None)  # type: ignore[arg-type]
+    end = {"version": _latest_version(reader.table_path) + 1, "index": 0}
+    return len(reader._files_between(offset, end))
 
 
 def limit_files(limit: ReadLimit) -> int:
@@ -242,8 +265,9 @@ def read_stream(
     table_path: str | Path,
     max_files_per_trigger: int | None = None,
     skip_change_commits: bool = False,
+    starting_version: int | None = None,
 ) -> DataFrame:
-    """A streaming DataFrame of every row appended to the Delta table."""
+    """A streaming DataFrame of every row appended to the Delta table (from `starting_version`)."""
     if not getattr(spark, "_lakehouse_delta_registered", False):
         spark.dataSource.register(DeltaStreamDataSource)
         spark._lakehouse_delta_registered = True  # type: ignore[attr-defined]
@@ -253,4 +277,6 @@ def read_stream(
     }
     if max_files_per_trigger:
         options["maxFilesPerTrigger"] = str(max_files_per_trigger)
+    if starting_version is not None:
+        options["startingVersion"] = str(starting_version)
     return spark.readStream.format(FORMAT).options(**options).load()

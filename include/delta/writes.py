@@ -49,12 +49,13 @@ def _partition_literal(value: dt.date | str | int) -> str:
 
 
 def _commit_properties(app_id: str | None, version: int | None, operation: str) -> CommitProperties:
-    transactions = (
-        [Transaction(app_id=app_id, version=version)] if app_id and version is not None else None
-    )
-    return CommitProperties(
-        app_transactions=transactions, custom_metadata={"lakehouseOperation": operation}
-    )
+    metadata: dict[str, str] = {"lakehouseOperation": operation}
+    transactions = None
+    if app_id and version is not None:
+        transactions = [Transaction(app_id=app_id, version=version)]
+        # Like the streaming sink's commits: the table remembers which stream wrote it.
+        metadata |= {"streamingQueryId": app_id, "batchId": str(version)}
+    return CommitProperties(app_transactions=transactions, custom_metadata=metadata)
 
 
 def replace_partitions(

@@ -68,7 +68,12 @@ class Harness:
 
     def run(self) -> StageResult:
         return run_available_now(
-            "test", self.frame, self.root / "checkpoint", self.sink, self.output_mode
+            "test/harness",
+            self.frame,
+            self.root / "checkpoint",
+            self.sink,
+            [self.output],
+            self.output_mode,
         )
 
     def rows(self, *columns: str) -> set[tuple]:

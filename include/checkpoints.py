@@ -1,0 +1,218 @@
+"""Streaming checkpoints: check them before a query starts, say what they have read.
+
+A checkpoint (`checkpoints/<layer>/<table>`) is Spark's memory of a stream:
+its query id (`metadata`), the source offsets of every planned micro-batch
+(`offsets/<n>`), the batches that completed (`commits/<n>`) and the state
+store. Next to Spark's files we keep `lakehouse.json`: which query the
+checkpoint belongs to and, after a recovery, where its stream restarts.
+
+`guard` runs before each query starts and turns a damaged checkpoint into an
+error that names it and says how to recover, instead of a JVM stack trace or,
+worse, a silent replay:
+
+- missing (deleted) while the query's tables hold batches committed by a
+  stream: starting over would read every input again and duplicate it;
+- truncated or unreadable `metadata`, `offsets` or `commits` files;
+- older than the tables it writes (restored from a backup): the sink would
+  skip the replayed batches as already committed and lose their data;
+- belonging to another query.
+
+Failures that only Spark sees (an incompatible change to a stateful query,
+damaged state-store files) are wrapped by `explain_failure` with the same
+recovery advice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deltalake import DeltaTable
+
+from include.errors import LakehouseError
+
+SIDECAR = "lakehouse.json"
+RETIRED = "_retired"
+
+
+def recovery_advice(query: str) -> str:
+    layer = query.split("/")[0]
+    rebuild = (
+        "restarts the bronze streams so that they skip the landing files already in "
+        "bronze and quarantine"
+        if layer == "bronze"
+        else f"rebuilds the {layer} tables by backfill from bronze and restarts the {layer} "
+        "streams from the current versions of their sources"
+    )
+    return (
+        f"To recover, run `lakehouse recover --layer {layer}`: it moves the {layer} "
+        f"checkpoints aside (kept under checkpoints/{RETIRED}/) and {rebuild}. "
+        "See README, 'Recovering a stream'."
+    )
+
+
+class CheckpointError(LakehouseError):
+    """A checkpoint that cannot be used as it is."""
+
+    def __init__(self, checkpoint: Path, query: str, problem: str) -> None:
+        self.checkpoint = checkpoint
+        self.query = query
+        super().__init__(
+            f"checkpoint {checkpoint} of stream {query}: {problem} {recovery_advice(query)}"
+        )
+
+
+@dataclass(frozen=True)
+class Position:
+    """What a checkpoint says its stream has done."""
+
+    query_id: str
+    planned: int | None  # latest micro-batch with offsets
+    completed: int | None  # latest micro-batch with a commit
+    offsets: list[dict[str, Any]] = field(default_factory=list)  # of the latest planned batch
+
+
+def read_sidecar(checkpoint: Path) -> dict[str, Any]:
+    path = checkpoint / SIDECAR
+    if not path.exists():
+        return {}
+    return dict(json.loads(path.read_text()))
+
+
+def write_sidecar(checkpoint: Path, content: dict[str, Any]) -> None:
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    temporary = checkpoint / f".{SIDECAR}.tmp"
+    temporary.write_text(json.dumps(content, indent=2, sort_keys=True))
+    temporary.replace(checkpoint / SIDECAR)
+
+
+def restart_version(checkpoint: Path, table: Path) -> int | None:
+    """Where a recovered stream starts reading `table`; None: from its first version."""
+    versions = read_sidecar(checkpoint).get("starting_versions", {})
+    version = versions.get(str(table.resolve()))
+    return None if version is None else int(version)
+
+
+def _log_entries(path: Path, query: str) -> list[Any]:
+    """A Spark metadata-log file: a version line (`v1`), then one JSON value per line."""
+    text = path.read_text(errors="replace")
+    lines = text.split("\n")
+    try:
+        if not re.fullmatch(r"v\d+", lines[0]) or len(lines) < 2:
+            raise ValueError("no version line")
+        return [None if line == "-" else json.loads(line) for line in lines[1:] if line]
+    except ValueError:
+        raise CheckpointError(
+            path.parent.parent,
+            query,
+            f"{path} is truncated or not a Spark log file ({len(text)} bytes).",
+        ) from None
+
+
+def _latest(folder: Path) -> Path | None:
+    numbered = [p for p in folder.glob("*") if p.name.isdigit()] if folder.is_dir() else []
+    return max(numbered, key=lambda p: int(p.name), default=None)
+
+
+def read_position(checkpoint: Path, query: str) -> Position | None:
+    """None for a checkpoint Spark has not started yet; raises if it is damaged."""
+    metadata = checkpoint / "metadata"
+    planned = _latest(checkpoint / "offsets")
+    if not metadata.exists():
+        if planned is not None:
+            raise CheckpointError(checkpoint, query, "its metadata file (the query id) is missing.")
+        return None
+    try:
+        query_id = str(json.loads(metadata.read_text())["id"])
+    except (ValueError, KeyError, TypeError):
+        raise CheckpointError(checkpoint, query, f"{metadata} is damaged.") from None
+    completed = _latest(checkpoint / "commits")
+    offsets: list[dict[str, Any]] = []
+    if planned is not None:
+        offsets = [o for o in _log_entries(planned, query)[1:] if isinstance(o, dict)]
+    if completed is not None:
+        _log_entries(completed, query)
+    return Position(
+        query_id,
+        int(planned.name) if planned else None,
+        int(completed.name) if completed else None,
+        offsets,
+    )
+
+
+def streams_that_wrote(table: Path) -> set[str]:
+    """Query ids of the streams whose micro-batches the table holds."""
+    if not (table / "_delta_log").is_dir():
+        return set()
+    return {
+        str(commit["streamingQueryId"])
+        for commit in DeltaTable(str(table)).history()
+        if "streamingQueryId" in commit
+    }
+
+
+def guard(checkpoint: Path, query: str, tables: list[Path]) -> None:
+    """Refuse to start `query` from a checkpoint that would lose or duplicate data.
+
+    `tables` are the Delta tables the query's sink commits to.
+    """
+    sidecar = read_sidecar(checkpoint)
+    if sidecar.get("query", query) != query:
+        raise CheckpointError(
+            checkpoint, query, f"it belongs to stream {sidecar['query']}, not to {query}."
+        )
+    position = read_position(checkpoint, query)
+    if position is None:
+        writers = set().union(*(streams_that_wrote(t) for t in tables)) if tables else set()
+        known = set(sidecar.get("retired_query_ids", []))
+        if writers - known:
+            raise CheckpointError(
+                checkpoint,
+                query,
+                f"it is missing, but {', '.join(str(t) for t in tables)} already hold micro-"
+                f"batches of stream(s) {', '.join(sorted(writers - known))}. Starting a new "
+                "checkpoint would read all of its input again and write it twice.",
+            )
+    else:
+        for table in tables:
+            if not (table / "_delta_log").is_dir():
+                continue
+            committed = DeltaTable(str(table)).transaction_version(position.query_id)
+            planned = -1 if position.planned is None else position.planned
+            if committed is not None and committed > planned:
+                raise CheckpointError(
+                    checkpoint,
+                    query,
+                    f"it is older than {table}, which holds micro-batch {committed} of this "
+                    f"stream while the checkpoint knows batches up to {position.planned} "
+                    "(restored from a backup?). Replayed batches would be skipped as "
+                    "already written and their data lost.",
+                )
+    if not sidecar:
+        created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        write_sidecar(checkpoint, {"query": query, "created": created})
+
+
+_STATE_ERROR = re.compile(
+    r"STATE_STORE|StateSchema|state schema|CANNOT_LOAD_STATE_STORE|"
+    r"STREAMING_STATEFUL_OPERATOR|Incomplete log file|RocksDB|changelog",
+    re.IGNORECASE,
+)
+
+
+def explain_failure(error: Exception, checkpoint: Path, query: str) -> Exception:
+    """A query failure caused by its checkpoint or state, as a CheckpointError; else unchanged."""
+    text = str(error)
+    if isinstance(error, LakehouseError) or not _STATE_ERROR.search(text):
+        return error
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return CheckpointError(
+        checkpoint,
+        query,
+        f"Spark cannot continue from it: {first[:400]} (an incompatible change to the query, "
+        "or damaged state files).",
+    )

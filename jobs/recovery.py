@@ -1,0 +1,165 @@
+"""Streams and backfills share the silver and gold tables: keep them from double-writing.
+
+- `streams_behind`: a backfill may only replace rows the streams have
+  already written. If a silver or gold stream still has input to read (a run
+  was blocked or interrupted, or the stream never ran), it would write those
+  rows again after the backfill. `lakehouse backfill` refuses until a run has
+  caught the streams up.
+- `recover_layer` (`lakehouse recover --layer L`): the documented way back
+  from a checkpoint that `include.checkpoints` refused. The layer's
+  checkpoints are moved to `checkpoints/_retired/<time>/`; bronze streams
+  restart reading every landing file but skip the files their tables already
+  hold; silver and gold tables are rebuilt by backfill over every date in
+  bronze, then their streams restart from the current versions of their
+  sources.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from include.checkpoints import (
+    RETIRED,
+    read_position,
+    read_sidecar,
+    streams_that_wrote,
+    write_sidecar,
+)
+from include.delta import read_snapshot
+from include.delta.schema import is_delta_table
+from include.delta.source import unread_files
+from include.settings import Settings
+from jobs.backfill import TABLES, run_backfill
+from jobs.contract import EVENT_TIME, SOURCES
+from jobs.dates import MAX_BACKFILL_DAYS, DateRange
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+UPSTREAM = {"silver": ("bronze", "silver"), "gold": ("silver",)}
+
+
+def streams_behind(settings: Settings) -> list[str]:
+    """Silver and gold streams with input they have not written yet, and why."""
+    if not any(is_delta_table(settings.table("bronze", s)) for s in SOURCES):
+        return []
+    behind = []
+    for layer, table in TABLES:
+        query = f"{layer}/{table}"
+        checkpoint = settings.checkpoint(layer, table)
+        position = read_position(checkpoint, query)
+        if position is None:
+            # A stream restarted by `recover` and not run since: it starts at these versions.
+            starts = read_sidecar(checkpoint).get("starting_versions", {})
+            if not starts:
+                behind.append(f"{query}: its stream has never run")
+            offsets = [{"table": t, "version": v, "index": 0} for t, v in starts.items()]
+        elif position.planned != position.completed:
+            behind.append(f"{query}: micro-batch {position.planned} was started, not finished")
+            continue
+        else:
+            offsets = position.offsets
+        for offset in offsets:
+            if "table" not in offset:
+                behind.append(f"{query}: its checkpoint does not say which table it read")
+            elif unread := unread_files(offset):
+                source = Path(offset["table"]).relative_to(settings.lakehouse)
+                behind.append(f"{query}: {unread} data file(s) of {source} not read yet")
+    return behind
+
+
+def bronze_dates(spark: SparkSession, settings: Settings) -> list[DateRange]:
+    """Every event date in bronze, in ranges a backfill accepts."""
+    bounds = [
+        read_snapshot(spark, path)
+        .select(F.to_date(EVENT_TIME).alias("day"))  # UTC: the session's time zone
+        .agg(F.min("day"), F.max("day"))
+        .first()
+        for path in (settings.table("bronze", s) for s in SOURCES)
+        if is_delta_table(path)
+    ]
+    days = [day for row in bounds if row and row[0] for day in (row[0], row[1])]
+    if not days:
+        return []
+    start, end = min(days), max(days)
+    ranges = []
+    while start <= end:
+        last = min(end, start + dt.timedelta(days=MAX_BACKFILL_DAYS - 1))
+        ranges.append(DateRange(start, last))
+        start = last + dt.timedelta(days=1)
+    return ranges
+
+
+def layer_queries(layer: str) -> list[str]:
+    if layer == "bronze":
+        return list(SOURCES)
+    return [table for table_layer, table in TABLES if table_layer == layer]
+
+
+def recover_layer(
+    spark: SparkSession, settings: Settings, layer: str, echo: Callable[[str], None] = print
+) -> Path:
+    """Retire the layer's checkpoints and restart its streams without loss or duplicates."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+    retired = settings.checkpoints / RETIRED / stamp / layer
+    retired_ids: dict[str, list[str]] = {}
+    for query in layer_queries(layer):
+        checkpoint = settings.checkpoint(layer, query)
+        tables = [settings.table(layer, query)]
+        if layer == "bronze":
+            tables.append(settings.table("quarantine", query))
+        retired_ids[query] = sorted(set().union(*(streams_that_wrote(t) for t in tables)))
+        if checkpoint.exists():
+            retired.mkdir(parents=True, exist_ok=True)
+            shutil.move(checkpoint, retired / query)
+            echo(f"{layer}/{query}: checkpoint moved to {retired / query}")
+
+    if layer != "bronze":
+        for dates in bronze_dates(spark, settings):
+            for result in run_backfill(spark, settings, dates, [layer]):
+                echo(f"rebuilt by backfill {dates.start}..{dates.end}: {result.summary()}")
+
+    # Versions are taken after the backfill, so its rewrites are not read as new rows.
+    versions = {
+        str(path.resolve()): _next_version(path)
+        for upstream in UPSTREAM.get(layer, ())
+        for path in sorted((settings.lakehouse / upstream).glob("*"))
+        if is_delta_table(path)
+    }
+    created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    for query in layer_queries(layer):
+        sidecar: dict[str, object] = {
+            "query": f"{layer}/{query}",
+            "created": created,
+            "recovered_from": str(retired / query),
+            "retired_query_ids": retired_ids[query],
+        }
+        if layer == "bronze":
+            sidecar["skip_files"] = {
+                table: _files_in(spark, settings.table(table, query))
+                for table in ("bronze", "quarantine")
+            }
+        else:
+            sidecar["starting_versions"] = versions
+        write_sidecar(settings.checkpoint(layer, query), sidecar)
+        echo(f"{layer}/{query}: new checkpoint {settings.checkpoint(layer, query)}")
+    return retired
+
+
+def _next_version(path: Path) -> int:
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(path), without_files=True).version() + 1
+
+
+def _files_in(spark: SparkSession, table: Path) -> list[str]:
+    if not is_delta_table(table):
+        return []
+    rows = read_snapshot(spark, table).select("_source_file").distinct().collect()
+    return sorted(row[0] for row in rows)
