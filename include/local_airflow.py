@@ -62,8 +62,11 @@ class LocalAirflow:
     def _private_file(self, name: str, text: str) -> Path:
         """Write `.airflow/secrets/<name>`, readable by the owner only."""
         path = self.home / "secrets" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Created 0600, never readable by others even for a moment.
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(text)
         path.chmod(0o600)
         return path
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import logging
+import os
 import re
 import sys
 import time
@@ -409,6 +410,8 @@ WRITERS = frozenset({"run", "backfill", "maintain", "recover"})
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Whatever the caller's umask, nothing we create is writable by group or others.
+    os.umask(os.umask(0o022) | 0o022)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         settings = Settings.load(

@@ -23,6 +23,7 @@ from jobs.contract import EVENT_TIME, SourceSpec
 
 # ISO-8601 date-time with seconds and a UTC offset; fractions up to nanoseconds.
 ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
+EARLIEST_EVENT_TIME = "0001-01-01 00:00:00"
 RAW_PREVIEW_CHARS = 1000
 VALUE_PREVIEW_CHARS = 60
 # The class of a reason: the reason without its details (values, sizes),
@@ -94,8 +95,13 @@ def parse_landing_lines(
         is_string = {name: types[name] == "STRING" for name in names}
 
         missing_list = F.array_compact(F.array(*[F.when(missing[n], F.lit(n)) for n in names]))
-        event_time = F.expr(
+        parsed_time = F.expr(
             f"try_cast(try_variant_get(_doc, '$.{EVENT_TIME}', 'string') AS TIMESTAMP)"
+        )
+        # Years 0001-9999 in UTC: Spark accepts year 0 and earlier, which most
+        # readers of the tables (Python, pandas) cannot represent.
+        event_time = F.when(
+            parsed_time >= F.expr(f"TIMESTAMP '{EARLIEST_EVENT_TIME}'"), parsed_time
         )
         checks: list[tuple[Column, Column]] = [
             (
@@ -136,7 +142,8 @@ def parse_landing_lines(
         raw = F.when(~is_utf8, F.expr("make_valid_utf8(value)")).otherwise(value)
         return with_doc.select(
             *[text[n].alias(n) for n in source.string_fields],
-            event_time.alias(EVENT_TIME),
+            # Typed only when accepted: a rejected line's "timestamp" may be any string.
+            F.when(reason.isNull(), event_time).alias(EVENT_TIME),
             reason.alias("_reject_reason"),
             F.when(size > max_line_bytes, F.substring(raw, 1, RAW_PREVIEW_CHARS))
             .otherwise(raw)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from collections import Counter
 
 import pytest
@@ -45,6 +46,15 @@ def test_event_log_holds_every_query_of_the_run(root):
     stateful = [r for r in log if r["query"] == "silver/impressions"]
     assert all(r["watermark"] is not None for r in stateful)
     assert max(r["state_rows"] for r in stateful) > 0
+
+
+def test_nothing_the_run_created_is_writable_by_other_users(root):
+    created = [path for path in root.rglob("*") if not path.is_symlink()]
+    assert len(created) > 100
+    writable = [str(path) for path in created if path.stat().st_mode & stat.S_IWOTH]
+    assert not writable, writable[:5]
+    report = next((root / "reports" / "runs").glob("*.html"))
+    assert report.stat().st_mode & 0o777 in (0o644, 0o640, 0o600)
 
 
 def test_state_command_lists_every_stateful_operator(root):

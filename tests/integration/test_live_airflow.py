@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -26,6 +27,9 @@ from tests.helpers import delta_count, run_cli, settings_for
 pytestmark = pytest.mark.slow
 
 TASKS = {"bronze", "validate_bronze", "silver", "validate_silver", "gold", "validate_gold"}
+
+
+WRONG_PASSWORD = {"username": ADMIN, "password": "not-the-password"}
 
 
 def free_port() -> int:
@@ -75,6 +79,11 @@ def test_incremental_dag_triggered_through_the_rest_api_runs_on_the_cluster(tmp_
         for service in cluster.start():
             started.extend(service.tree())
         services = airflow.start()
+        # Login is required: no token, a wrong password, both refused.
+        for path, body in (("/api/v2/dags", None), ("/auth/token", WRONG_PASSWORD)):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                api(airflow, "POST" if body else "GET", path, body)
+            assert refused.value.code in (401, 403), path
         token = api(
             airflow, "POST", "/auth/token", {"username": ADMIN, "password": airflow.password()}
         )["access_token"]

@@ -94,6 +94,16 @@ REJECTED_LINES = [
         "e.g. 2026-11-01T12:34:56.789Z)",
     ),
     (
+        b'{"event_id":"e","user_id":"u","action":"view","event_time":"0000-06-01T00:00:00Z"}',
+        "bad timestamp in 'event_time': '0000-06-01T00:00:00Z' (expected ISO-8601 with offset, "
+        "e.g. 2026-11-01T12:34:56.789Z)",
+    ),
+    (
+        b'{"event_id":"e","user_id":"u","action":"view","event_time":"0001-01-01T00:30:00+01:00"}',
+        "bad timestamp in 'event_time': '0001-01-01T00:30:00+01:00' (expected ISO-8601 with "
+        "offset, e.g. 2026-11-01T12:34:56.789Z)",
+    ),
+    (
         b'{"event_id":"e","user_id":"u","action":"view","event_time":"yesterday"}',
         "bad timestamp in 'event_time': 'yesterday' (expected ISO-8601 with offset, "
         "e.g. 2026-11-01T12:34:56.789Z)",

@@ -1,0 +1,106 @@
+"""Security basics of what we ship: login required, no secrets, pinned dependencies, the audit."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from include.local_airflow import LocalAirflow
+from tests.helpers import REPO
+
+SHIPPED_CONFIG = ["docker-compose.yml", ".env.example", "Dockerfile", "include/local_airflow.py"]
+
+
+def tracked_files() -> list[Path]:
+    names = subprocess.run(
+        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return [REPO / name for name in names if (REPO / name).is_file()]
+
+
+@pytest.mark.parametrize("name", SHIPPED_CONFIG)
+def test_no_shipped_config_turns_airflow_login_off(name):
+    text = (REPO / name).read_text()
+    assert not re.search(r"ALL_ADMINS\W+(true|True|1)", text), "SimpleAuthManager without login"
+    assert "AUTH_MANAGER=" not in text.replace(" ", ""), "auth manager replaced"
+    assert not re.search(r"AUTH_ROLE_PUBLIC|AUTH_TYPE\s*=\s*AUTH_NONE", text)
+
+
+def test_local_airflow_requires_a_generated_password(tmp_path):
+    airflow = LocalAirflow(home=tmp_path, port=18080, spark_master="local[*]", data_root=tmp_path)
+    env = airflow.env()
+    assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] == "admin:admin"
+    assert "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS" not in env
+    passwords = Path(env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"])
+    assert passwords.stat().st_mode & 0o777 == 0o600
+    for secret in (tmp_path / "secrets").iterdir():
+        assert secret.stat().st_mode & 0o777 == 0o600, secret
+    assert len(airflow.password()) >= 16
+    assert (tmp_path / "secrets").stat().st_mode & 0o077 == 0
+
+
+SECRET_PATTERNS = {
+    "private key": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    "AWS access key": re.compile(r"AKIA[0-9A-Z]{16}"),
+    "Fernet key": re.compile(r"(?<![\w-])[A-Za-z0-9_-]{43}=(?![\w=])"),
+    "password assignment": re.compile(
+        r"(?i)(password|passwd|secret|token)[\"']?\s*[:=]\s*[\"'][^\"'\s${}<>]{8,}[\"']"
+    ),
+}
+
+
+def test_no_secret_is_committed():
+    findings = []
+    for path in tracked_files():
+        if path.suffix in {".png", ".gz", ".parquet"}:
+            continue
+        text = path.read_text(errors="ignore")
+        for what, pattern in SECRET_PATTERNS.items():
+            for match in pattern.finditer(text):
+                findings.append(f"{path.relative_to(REPO)}: {what}: {match.group(0)[:40]}")
+    assert not findings, "\n".join(findings)
+
+
+def test_the_secret_patterns_find_what_they_look_for():
+    assert SECRET_PATTERNS["password assignment"].search('password: "hunter2hunter2"')
+    assert not SECRET_PATTERNS["password assignment"].search("password: ${POSTGRES_PASSWORD}")
+    assert SECRET_PATTERNS["Fernet key"].search("key = " + "A" * 43 + "=")
+
+
+def test_every_dependency_is_pinned_to_one_version():
+    lines = (REPO / "requirements.txt").read_text().splitlines()
+    requirements = [line.split("#")[0].strip() for line in lines]
+    requirements = [line for line in requirements if line and not line.startswith("-")]
+    assert requirements
+    loose = [
+        line for line in requirements if not re.fullmatch(r"[A-Za-z0-9_.\[\],-]+==[\w.+!-]+", line)
+    ]
+    assert not loose, loose
+
+
+def load_audit():
+    spec = importlib.util.spec_from_file_location("ci_audit", REPO / ".ci" / "audit.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_audit_fails_on_findings_and_never_calls_a_partial_scan_clean():
+    audit = load_audit()
+    report = {
+        "dependencies": [
+            {"name": "ok", "version": "1.0", "vulns": []},
+            {"name": "bad", "version": "2.0", "vulns": [{"id": "PYSEC-1", "aliases": []}]},
+            {"name": "known", "version": "3.0", "vulns": [{"id": "GHSA-x", "aliases": ["CVE-9"]}]},
+            {"name": "gone", "skip_reason": "Dependency not found on PyPI"},
+        ]
+    }
+    found, known, skipped = audit.classify(report, {"CVE-9"})
+    assert [line.split(":")[0] for line in found] == ["bad==2.0"]
+    assert [line.split(":")[0] for line in known] == ["known==3.0"]
+    assert skipped == ["Dependency not found on PyPI"]
