@@ -23,7 +23,7 @@ from jobs.contract import EVENT_TIME, SourceSpec
 
 # ISO-8601 date-time with seconds and a UTC offset; fractions up to nanoseconds.
 ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
-EARLIEST_EVENT_TIME = "0001-01-01 00:00:00"
+EARLIEST_EVENT_TIME = "0001-01-02 00:00:00"
 RAW_PREVIEW_CHARS = 1000
 VALUE_PREVIEW_CHARS = 60
 # The class of a reason: the reason without its details (values, sizes),
@@ -98,8 +98,9 @@ def parse_landing_lines(
         parsed_time = F.expr(
             f"try_cast(try_variant_get(_doc, '$.{EVENT_TIME}', 'string') AS TIMESTAMP)"
         )
-        # Years 0001-9999 in UTC: Spark accepts year 0 and earlier, which most
-        # readers of the tables (Python, pandas) cannot represent.
+        # From 0001-01-02 to 9999-12-31 in UTC: Spark accepts year 0 and earlier,
+        # which Python and pandas cannot represent, and Python's local-time
+        # conversion (PySpark's collect) steps a day back, so 0001-01-01 fails too.
         event_time = F.when(
             parsed_time >= F.expr(f"TIMESTAMP '{EARLIEST_EVENT_TIME}'"), parsed_time
         )

@@ -46,6 +46,7 @@ def test_valid_line_is_typed_and_accepted(spark):
         ("2026-11-01T12:34:56.123456789Z", dt.datetime(2026, 11, 1, 12, 34, 56, 123456)),
         ("1900-01-01T00:30:00+01:00", dt.datetime(1899, 12, 31, 23, 30)),
         ("9999-12-31T23:59:59Z", dt.datetime(9999, 12, 31, 23, 59, 59)),
+        ("0001-01-02T00:00:00Z", dt.datetime(1, 1, 2)),
     ],
 )
 def test_offsets_are_converted_to_utc(spark, text, expected_utc):
@@ -101,6 +102,11 @@ REJECTED_LINES = [
     (
         b'{"event_id":"e","user_id":"u","action":"view","event_time":"0001-01-01T00:30:00+01:00"}',
         "bad timestamp in 'event_time': '0001-01-01T00:30:00+01:00' (expected ISO-8601 with "
+        "offset, e.g. 2026-11-01T12:34:56.789Z)",
+    ),
+    (
+        b'{"event_id":"e","user_id":"u","action":"view","event_time":"0001-01-01T23:59:59Z"}',
+        "bad timestamp in 'event_time': '0001-01-01T23:59:59Z' (expected ISO-8601 with "
         "offset, e.g. 2026-11-01T12:34:56.789Z)",
     ),
     (

@@ -66,7 +66,8 @@ def test_no_secret_is_committed():
 
 
 def test_the_secret_patterns_find_what_they_look_for():
-    assert SECRET_PATTERNS["password assignment"].search('password: "hunter2hunter2"')
+    # Samples built at run time, so this file itself holds nothing the scan flags.
+    assert SECRET_PATTERNS["password assignment"].search('password: "' + "hunter2" * 2 + '"')
     assert not SECRET_PATTERNS["password assignment"].search("password: ${POSTGRES_PASSWORD}")
     assert SECRET_PATTERNS["Fernet key"].search("key = " + "A" * 43 + "=")
 
