@@ -7,11 +7,25 @@ default. Nothing reads the environment anywhere else.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_DATA_ROOT = "./data"
 DEFAULT_SPARK_MASTER = "local[*]"
+# Layer, table and checkpoint names: one plain path segment each, so no name can
+# reach outside the data root (no "..", no "/", no absolute path).
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _names(*parts: str) -> tuple[str, ...]:
+    for part in parts:
+        if not isinstance(part, str) or not NAME.fullmatch(part):
+            raise ValueError(
+                f"not a valid layer, table or checkpoint name: {part!r} "
+                "(letters, digits and _ only)"
+            )
+    return parts
 
 
 def _env_int(name: str, default: int, minimum: int = 1) -> int:
@@ -77,11 +91,12 @@ class Settings:
 
     def table(self, layer: str, name: str) -> Path:
         """Path of a contract table, e.g. table("bronze", "clicks")."""
-        return self.lakehouse / layer / name
+        return self.lakehouse.joinpath(*_names(layer, name))
 
     def meta(self, name: str) -> Path:
         """Path of one of the pipeline's own Delta tables (event log, ledger, results)."""
-        return self.lakehouse / "_meta" / name
+        return self.lakehouse / "_meta" / _names(name)[0]
 
     def checkpoint(self, *parts: str) -> Path:
-        return self.checkpoints.joinpath(*parts)
+        """Path of a stream's checkpoint, e.g. checkpoint("silver", "sessions")."""
+        return self.checkpoints.joinpath(*_names(*parts))

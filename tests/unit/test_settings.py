@@ -40,3 +40,16 @@ def test_bad_numbers_in_the_environment_are_refused(monkeypatch, value):
     monkeypatch.setenv("LAKEHOUSE_MAX_FILES_PER_TRIGGER", value)
     with pytest.raises(ValueError, match="LAKEHOUSE_MAX_FILES_PER_TRIGGER"):
         Settings.load(data_root=Path("/tmp/x"))
+
+
+@pytest.mark.parametrize("name", ["..", "../gold", "/etc", "a/b", "", ".", "clicks\x00", "x y"])
+def test_names_that_could_leave_the_data_root_are_refused(tmp_path, name):
+    settings = Settings.load(data_root=tmp_path)
+    for build in (
+        lambda: settings.table("bronze", name),
+        lambda: settings.table(name, "clicks"),
+        lambda: settings.meta(name),
+        lambda: settings.checkpoint("silver", name),
+    ):
+        with pytest.raises(ValueError, match="not a valid layer, table or checkpoint name"):
+            build()
