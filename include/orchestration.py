@@ -21,8 +21,9 @@ from include.settings import Settings
 from include.spark import submit_conf
 
 if TYPE_CHECKING:
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
     from airflow.sdk import Asset
+
+    from include.operators import LakehouseSubmitOperator
 
 REPO = Path(__file__).resolve().parent.parent
 # `python -m jobs` as a file: spark-submit runs an application by path.
@@ -38,7 +39,7 @@ DEFAULT_ARGS: dict[str, Any] = {
     "owner": OWNER,
     # Transient failures (a lost executor, a killed JVM) heal on retry: the
     # streams resume from their checkpoints and every write is idempotent.
-    "retries": 2,
+    "retries": 2,  # a failed blocking quality check is never retried (include/operators.py)
     "retry_delay": dt.timedelta(minutes=1),
     "retry_exponential_backoff": True,
     "max_retry_delay": dt.timedelta(minutes=10),
@@ -90,17 +91,17 @@ def layer_assets(layer: str) -> list[Asset]:
     ]
 
 
-def lakehouse_submit(task_id: str, arguments: Any, **kwargs: Any) -> SparkSubmitOperator:
+def lakehouse_submit(task_id: str, arguments: Any, **kwargs: Any) -> LakehouseSubmitOperator:
     """A task that runs `lakehouse <arguments>` with spark-submit.
 
     `arguments` is a list, or an XCom reference to one (the backfill DAG's
     checked request). The data root and the Python interpreter are passed
     in the environment, so driver, executors and the DAG's assets agree.
     """
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from include.operators import LakehouseSubmitOperator
 
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
-    return SparkSubmitOperator(
+    return LakehouseSubmitOperator(
         task_id=task_id,
         application=str(ENTRY_POINT),
         application_args=arguments,

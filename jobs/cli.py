@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from include.errors import LakehouseError
+from include.errors import EXIT_BLOCKED, EXIT_FAILED, LakehouseError
 from include.locks import writer_lock
 from include.settings import Settings
 from jobs.dates import BACKFILL_LAYERS
@@ -274,7 +274,7 @@ def _blocked(outcome: RunOutcome) -> int:
     for failure in failures:
         print(f"  {failure.message()}", file=sys.stderr)
     print(f"  report: {outcome.report}", file=sys.stderr)
-    return 1
+    return EXIT_BLOCKED
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
@@ -327,7 +327,7 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
         )
         for line in behind:
             print(f"  {line}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     started = time.perf_counter()
     spark = get_spark(settings, app_name="lakehouse-backfill", streaming=False)
     layers = in_order(args.layer, BACKFILL_LAYERS)
@@ -351,7 +351,7 @@ def cmd_parity(args: argparse.Namespace, settings: Settings) -> int:
     print(f"batch recomputation kept in {scratch}")
     if different:
         print(f"parity {dates.start}..{dates.end}: differences in {', '.join(different)}")
-        return 1
+        return EXIT_FAILED
     print(f"parity {dates.start}..{dates.end}: streaming and batch agree")
     return 0
 
@@ -425,10 +425,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return COMMANDS[args.command](args, settings)
     except (ValueError, OSError, LakehouseError) as error:
         print(f"lakehouse {args.command}: error: {error}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     except Exception as error:
         print(f"lakehouse {args.command}: failed: {explain(error)}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
 
 
 _PYTHON_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.MULTILINE)

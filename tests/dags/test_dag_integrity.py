@@ -16,6 +16,7 @@ from airflow.sdk import CronDataIntervalTimetable
 from airflow.sdk.definitions.param import ParamsDict
 from airflow.sdk.exceptions import ParamValidationError
 
+from include.operators import LakehouseSubmitOperator
 from include.orchestration import ENTRY_POINT, LAYER_TABLES, OWNER, SPARK_CONN_ID, WRITERS_POOL
 from jobs.cli import build_parser
 from jobs.validate import LAYERS, RECONCILIATION
@@ -109,6 +110,8 @@ def test_spark_tasks_submit_the_cli_entry_point_through_the_spark_connection(bag
     spark_tasks = [t for t in bag.dags[dag_id].tasks if isinstance(t, SparkSubmitOperator)]
     assert spark_tasks
     for task in spark_tasks:
+        # Knows the CLI's exit codes: a blocked quality gate is not retried.
+        assert isinstance(task, LakehouseSubmitOperator), task.task_id
         assert task.application == str(ENTRY_POINT)
         assert task._conn_id == SPARK_CONN_ID
         assert task.env_vars["LAKEHOUSE_DATA_ROOT"] == str(bag.data_root)

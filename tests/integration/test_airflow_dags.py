@@ -129,6 +129,35 @@ def test_backfill_dag_rejects_a_bad_form_before_spark_starts(airflow_env, tmp_pa
     assert not root.exists(), "no job ran, so nothing was written"
 
 
+def test_a_blocked_gate_fails_its_task_at_once_and_the_next_layer_never_runs(airflow_env, ingested):
+    """A duplicate key edited into silver: validate_silver fails on its first try (no
+    retry), gold is not submitted. The edit is undone afterwards; streams skip both
+    edits (they rewrite files), so the root stays as the incremental DAG left it."""
+    path = settings_for(ingested).table("silver", "impressions")
+    impressions = DeltaTable(str(path))
+    first, second = delta_table(path).slice(0, 2).to_pylist()
+    impressions.update(
+        predicate=f"impression_id = '{second['impression_id']}'",
+        new_values={"impression_id": first["impression_id"], "ad_id": "ad-edited"},
+    )
+    try:
+        # Only the gate runs; the layer tasks before it are marked done.
+        skip = "^(bronze|validate_bronze|silver)$"
+        done = dags_test(
+            airflow_env, ingested, "lakehouse_incremental", "--mark-success-pattern", skip
+        )
+        log = done.stdout + done.stderr
+        assert "blocking data-quality check failed (exit code 3); not retrying" in log, log[-4000:]
+        assert "expect_column_values_to_be_unique(impression_id)" in log
+        assert log.count("Spark-Submit cmd") == 1, "one attempt of validate_silver, nothing more"
+        assert "up_for_retry" not in log.lower()
+    finally:
+        impressions.update(
+            predicate="ad_id = 'ad-edited'",
+            new_values={"impression_id": second["impression_id"], "ad_id": second["ad_id"]},
+        )
+
+
 def live_files(path: Path) -> set[str]:
     return {Path(uri).name for uri in DeltaTable(str(path)).file_uris()}
 

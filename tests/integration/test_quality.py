@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from include.errors import EXIT_BLOCKED
 from include.quality import load_suites
 from jobs.bronze import ledger_path
 from jobs.contract import SOURCES
@@ -262,7 +263,7 @@ def test_validate_command_names_the_failure_and_exits_non_zero(clean, tmp_path):
     settings = copy_tables(clean[0], tmp_path)
     null_click_id(settings)
     done = run_cli("validate", "--layer", "silver", "--data-root", str(settings.data_root))
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == EXIT_BLOCKED, done.stderr
     assert "silver/clicks: expect_column_values_to_not_be_null(click_id)" in done.stderr
     assert "1 of" in done.stderr and "sample: null" in done.stderr
     assert "report:" in done.stderr

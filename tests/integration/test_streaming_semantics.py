@@ -13,10 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from deltalake import write_deltalake
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from include.checkpoints import CheckpointError
 from include.delta import DeltaStreamSink, read_stream
 from include.delta.schema import arrow_schema, ensure_table
 from jobs.contract import GOLD_SCHEMAS, SILVER_SCHEMAS, SOURCES
@@ -46,8 +49,9 @@ class Harness:
         build: Callable[[dict[str, DataFrame]], DataFrame],
         output_schema: T.StructType,
         merge_keys: list[str] | None = None,
+        name: str = "test/harness",
     ) -> None:
-        self.spark, self.root, self.inputs = spark, root, inputs
+        self.spark, self.root, self.inputs, self.name = spark, root, inputs, name
         self.output = root / "output"
         for name, schema in inputs.items():
             ensure_table(root / name, schema)
@@ -68,7 +72,7 @@ class Harness:
 
     def run(self) -> StageResult:
         return run_available_now(
-            "test/harness",
+            self.name,
             self.frame,
             self.root / "checkpoint",
             self.sink,
@@ -171,6 +175,40 @@ def test_dedup_drops_redeliveries_and_events_later_than_the_watermark(spark, tmp
     result = h.run()
     assert h.rows("impression_id") == {("a",), ("b",), ("c",), ("e",)}
     assert result.dropped_late == 1
+
+
+def test_an_incompatible_change_to_a_stateful_query_names_the_checkpoint_and_the_recovery(
+    spark, tmp_path
+):
+    """Deduplicating on other keys after a release: Spark refuses the old state, and
+    the error says which checkpoint and which command recovers."""
+    source = SOURCES["impressions"]
+
+    def harness(build: Callable[[DataFrame], DataFrame]) -> Harness:
+        return Harness(
+            spark,
+            tmp_path,
+            {"bronze": BRONZE_IMPRESSIONS},
+            lambda f: f["bronze"].transform(build),
+            SILVER_SCHEMAS["impressions"],
+            name="silver/impressions",
+        )
+
+    def dedupe_on_two_keys(events: DataFrame) -> DataFrame:
+        unique = events.withWatermark("event_time", "2 hours").dropDuplicatesWithinWatermark(
+            ["impression_id", "ad_id"]
+        )
+        return unique.select(*source.fields, F.to_date("event_time").alias("event_date"))
+
+    harness(dedupe_events(source)).add("bronze", [bronze(impression("a", 0))]).run()
+    changed = harness(dedupe_on_two_keys).add("bronze", [bronze(impression("b", 5))])
+    with pytest.raises(CheckpointError) as refused:
+        changed.run()
+    message = str(refused.value)
+    assert f"checkpoint {tmp_path / 'checkpoint'} of stream silver/impressions" in message
+    assert "Spark cannot continue from it" in message
+    assert "lakehouse recover --layer silver" in message
+    assert changed.rows("impression_id") == {("a",)}, "nothing of the refused batch is written"
 
 
 # -- windows ------------------------------------------------------------------------------

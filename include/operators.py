@@ -1,0 +1,39 @@
+"""The Airflow operator the DAGs submit `lakehouse` commands with.
+
+A `SparkSubmitOperator` that knows the CLI's exit codes: a failed blocking
+data-quality check (exit 3) fails the task at once, without the retries meant
+for transient failures, because bad data does not heal by running again.
+Kept apart from `include/orchestration.py`, which the scheduler imports on
+every parse and must stay cheap; this module is imported when a task is built.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from include.errors import EXIT_BLOCKED
+
+# How the Spark provider reports a non-zero spark-submit exit code.
+_EXIT_CODE = re.compile(r"Error code is: (\d+)\.")
+
+
+class LakehouseSubmitOperator(SparkSubmitOperator):
+    """spark-submit of the `lakehouse` CLI; a blocked data-quality gate is final."""
+
+    def execute(self, context: Any) -> None:
+        try:
+            super().execute(context)
+        except AirflowException as error:
+            code = _EXIT_CODE.search(str(error))
+            if code and int(code.group(1)) == EXIT_BLOCKED:
+                raise AirflowFailException(
+                    "a blocking data-quality check failed (exit code "
+                    f"{EXIT_BLOCKED}); not retrying: the same data would fail again. "
+                    "The task log and the run report name the table and the rule; "
+                    "fix the data, then clear this task."
+                ) from error
+            raise
