@@ -1,27 +1,47 @@
 """Named crash points for fault-injection tests.
 
-`LAKEHOUSE_CRASH_AT=<point>[:<n>]` makes the process SIGKILL itself the n-th
-time (default first) it reaches `crash_point(<point>)`. Unset, it costs one
-dictionary lookup. Points sit where a crash is hardest to survive: after data
-files are written but before their Delta commit, and after the commit but
-before Spark records the micro-batch in its checkpoint.
+`LAKEHOUSE_CRASH_AT=<point>[:<n>][+<ms>]` makes the process SIGKILL itself the
+n-th time (default first) it reaches `crash_point(<point>)`, or, with `+<ms>`,
+that many milliseconds later from a timer thread, while the code after the
+point (a Delta commit, say) is running. Unset, it costs one dictionary lookup.
+Points sit where a crash is hardest to survive: after data files are written
+but before their Delta commit, and after the commit but before Spark records
+the micro-batch in its checkpoint.
+
+Points: `sink.before_commit`, `sink.after_commit` around the streaming sink's
+append commits; `write.before_commit`, `write.after_commit` around batch writes
+(backfill replacements, MERGE upserts, ledger and results appends).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
+import threading
 
+_SPEC = re.compile(r"(?P<point>[\w.]+)(?::(?P<nth>\d+))?(?:\+(?P<ms>\d+))?")
 _hits: dict[str, int] = {}
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def crash_point(point: str) -> None:
     spec = os.environ.get("LAKEHOUSE_CRASH_AT")
     if not spec:
         return
-    name, _, nth = spec.partition(":")
-    if name != point:
+    parsed = _SPEC.fullmatch(spec)
+    if parsed is None:
+        raise ValueError(f"LAKEHOUSE_CRASH_AT must be <point>[:<n>][+<ms>], got {spec!r}")
+    if parsed["point"] != point:
         return
     _hits[point] = _hits.get(point, 0) + 1
-    if _hits[point] >= int(nth or 1):
-        os.kill(os.getpid(), signal.SIGKILL)
+    if _hits[point] != int(parsed["nth"] or 1):
+        return
+    if parsed["ms"] is None:
+        _die()
+    timer = threading.Timer(int(parsed["ms"]) / 1000, _die)
+    timer.daemon = True
+    timer.start()

@@ -50,11 +50,20 @@ class Service:
 
     def memory_bytes(self) -> int:
         """Resident memory of the whole process tree."""
-        total = 0
-        for process in self.tree():
-            with contextlib.suppress(psutil.NoSuchProcess):
-                total += process.memory_info().rss
-        return total
+        process = self.process()
+        return tree_memory_bytes(process) if process else 0
+
+
+def tree_memory_bytes(process: psutil.Process) -> int:
+    """Resident memory of a process and all its descendants (0 once it is gone)."""
+    members = [process]
+    with contextlib.suppress(psutil.NoSuchProcess):
+        members += process.children(recursive=True)
+    total = 0
+    for member in members:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            total += member.memory_info().rss
+    return total
 
 
 def _pid_file(state: Path, name: str) -> Path:

@@ -12,6 +12,54 @@ import pytest
 from include.settings import Settings
 from tests.helpers import settings_for
 
+# Figures a test measured (kills survived, files ingested, peak memory), printed
+# at the end of the run so that CI logs show them.
+FIGURES = pytest.StashKey[list[str]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("lakehouse")
+    group.addoption(
+        "--kills",
+        type=int,
+        default=3,
+        help="SIGKILLs in the seeded crash suite, 3 per data root (default 3; "
+        "the long run in the README uses 60)",
+    )
+    group.addoption(
+        "--kill-seed", type=int, default=20261122, help="seed of the crash suite's kill plan"
+    )
+    group.addoption(
+        "--ingest-files",
+        type=int,
+        default=2000,
+        help="small landing files in the admission control test (default 2000; full: 10000)",
+    )
+    group.addoption(
+        "--ingest-mib",
+        type=int,
+        default=64,
+        help="size of the large landing file in MiB (default 64; full: 1024)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[FIGURES] = []
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    if config.stash.get(FIGURES, []):
+        terminalreporter.section("figures")
+        for line in config.stash[FIGURES]:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def figures(request: pytest.FixtureRequest) -> list[str]:
+    """Append a line to print it in the run's summary."""
+    return request.config.stash[FIGURES]
+
+
 # pyspark converts collected timestamps with the process's local zone.
 os.environ["TZ"] = "UTC"
 time.tzset()

@@ -95,17 +95,28 @@ def landing_lines(landing: Path, source: str) -> list[bytes]:
     return lines
 
 
-def start_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Start `python -m jobs ...` in its own process group, as a user or Airflow would."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "jobs", *args],
-        cwd=REPO,
-        env={**os.environ, "LAKEHOUSE_SHUFFLE_PARTITIONS": "2", **(env or {})},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+def start_cli(
+    *args: str, env: dict[str, str] | None = None, output: Path | None = None
+) -> subprocess.Popen:
+    """Start `python -m jobs ...` in its own process group, as a user or Airflow would.
+
+    Its stdout and stderr are pipes, or, with `output`, appended to that file
+    (for a process nobody reads while it runs).
+    """
+    sink = open(output, "a") if output else subprocess.PIPE  # noqa: SIM115 (the child keeps it)
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "jobs", *args],
+            cwd=REPO,
+            env={**os.environ, "LAKEHOUSE_SHUFFLE_PARTITIONS": "2", **(env or {})},
+            stdout=sink,
+            stderr=subprocess.STDOUT if output else subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    finally:
+        if output:
+            sink.close()
 
 
 def kill_group(process: subprocess.Popen) -> None:

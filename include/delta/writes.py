@@ -22,6 +22,7 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from include.delta.files import row_count, write_data_files
 from include.delta.schema import arrow_schema, ensure_table
+from include.faults import crash_point
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -88,6 +89,7 @@ def replace_partitions(
             f"rows for {column} in {outside} fall outside the partitions being replaced"
         )
     commit: list[AddAction | RemoveAction] = list(actions)
+    crash_point("write.before_commit")
     table.create_write_transaction(
         commit,
         mode="overwrite",
@@ -96,6 +98,7 @@ def replace_partitions(
         partition_filters=[(column, "in", literals)],
         commit_properties=_commit_properties(None, None, "REPLACE PARTITIONS"),
     )
+    crash_point("write.after_commit")
     return row_count(actions)
 
 
@@ -108,12 +111,14 @@ def replace_table(df: DataFrame, table_path: str | Path) -> int:
         raise ValueError(f"{path} is partitioned: replace its partitions instead")
     actions = write_data_files(df, path, [])
     commit: list[AddAction | RemoveAction] = list(actions)
+    crash_point("write.before_commit")
     table.create_write_transaction(
         commit,
         mode="overwrite",
         schema=arrow_schema(df.schema),
         commit_properties=_commit_properties(None, None, "REPLACE TABLE"),
     )
+    crash_point("write.after_commit")
     return row_count(actions)
 
 
@@ -133,12 +138,14 @@ def append_rows(
         committed = DeltaTable(path).transaction_version(app_id)
         if committed is not None and committed >= version:
             return False
+    crash_point("write.before_commit")
     write_deltalake(
         path,
         rows,
         mode="append",
         commit_properties=_commit_properties(app_id, version, "APPEND"),
     )
+    crash_point("write.after_commit")
     return True
 
 
@@ -169,6 +176,7 @@ def merge_upsert(
     if source.num_rows == 0:
         return {"num_target_rows_updated": 0, "num_target_rows_inserted": 0}
     predicate = " AND ".join(f"target.`{key}` = source.`{key}`" for key in key_columns)
+    crash_point("write.before_commit")
     metrics = (
         table.merge(
             source=source,
@@ -181,4 +189,5 @@ def merge_upsert(
         .when_not_matched_insert_all()
         .execute()
     )
+    crash_point("write.after_commit")
     return {k: int(v) for k, v in metrics.items() if isinstance(v, int)}

@@ -1,50 +1,100 @@
-"""SIGKILL a real `lakehouse run` and run it again: the same tables as an uninterrupted run.
+"""Seeded random SIGKILLs of real `lakehouse run` and `lakehouse backfill` processes.
 
-Bronze and quarantine hold every line exactly once; silver and gold (stateful
-queries restarted from their checkpoints) match row for row.
+Each data root gets a plan of kills drawn from a seeded generator: two of the
+run (the second one kills the rerun), then one of a backfill. A kill is one of:
+
+- a random moment of the run (any stage: Spark start-up, bronze, silver, gold,
+  the quality checks, the report);
+- a named point in the writers (`include/faults.py`): just before or after the
+  n-th commit of the streaming sink or of a batch write (MERGE, backfill
+  replacement, ledger), or a few milliseconds after reaching it, that is inside
+  the Delta commit;
+- the moment Spark writes a checkpoint file: the n-th new `offsets/` or
+  `commits/` entry, or new state store file, of one stream.
+
+After the kills the command runs once more, uninterrupted. Then the tables must
+equal an uninterrupted run's (or backfill's) row for row, bronze and
+quarantine holding every line once; and one more run must succeed and change
+nothing, so no orphan file or state breaks later runs.
+
+`pytest --kills N --kill-seed S` sets the number of kills (3 per data root,
+default 3) and the seed; each plan and its outcome is printed in the run's
+summary.
 """
 
 from __future__ import annotations
 
+import random
 import shutil
 import signal
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pytest
+from deltalake import DeltaTable
 
 from jobs.backfill import TABLES
-from jobs.contract import QUARANTINE_SCHEMA, SOURCES, table_schema
+from jobs.contract import SOURCES, table_schema
 from jobs.generate import GeneratorConfig, generate
-from tests.helpers import delta_rows, kill_group, landing_lines, run_cli, settings_for, start_cli
+from tests.helpers import (
+    delta_rows,
+    delta_table,
+    kill_group,
+    landing_lines,
+    run_cli,
+    settings_for,
+    start_cli,
+)
 
 pytestmark = pytest.mark.slow
 
 # Several micro-batches per source, so crashes fall between batches too.
 SMALL_BATCHES = {"LAKEHOUSE_MAX_FILES_PER_TRIGGER": "8"}
+KILLS_PER_ROOT = 3
+CHECKPOINT_FILES = ("offsets", "commits", "state")
 
 
 def tables(root: Path) -> dict[str, Counter]:
     """Every row of every table; bronze and quarantine with the file name, not its path."""
     settings = settings_for(root)
     result = {
-        f"{layer}/{name}": delta_rows(
-            settings.table(layer, name),
-            table_schema(layer, name).names,
-        )
+        f"{layer}/{name}": delta_rows(settings.table(layer, name), table_schema(layer, name).names)
         for layer, name in TABLES
     }
     for source, spec in SOURCES.items():
-        for layer, columns in (
-            ("bronze", list(spec.fields)),
-            ("quarantine", ["raw", "reason"]),
-        ):
+        for layer, columns in (("bronze", list(spec.fields)), ("quarantine", ["raw", "reason"])):
             rows = delta_rows(settings.table(layer, source), [*columns, "_source_file"])
             result[f"{layer}/{source}"] = Counter(
                 (*r[:-1], Path(r[-1]).name) for r in rows.elements()
             )
     return result
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What uninterrupted commands give, and the ranges kills are drawn from."""
+
+    after_run: dict[str, Counter]
+    after_backfill: dict[str, Counter]
+    run_seconds: float
+    backfill_seconds: float
+    # Commits of one run past the crash points: the streaming sink's appends,
+    # and batch writes (MERGE upserts, ledger and results appends).
+    commits: dict[str, int]
+    backfill_args: tuple[str, ...]
+    batches: dict[str, int]  # micro-batches per stream, e.g. "silver/user_sessions": 2
+    stateful: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Kill:
+    what: str  # how it is described in the plan
+    crash_at: str | None = None  # LAKEHOUSE_CRASH_AT
+    after_seconds: float | None = None
+    watch: tuple[str, str, int] | None = None  # stream, kind of file, n-th new one
 
 
 @pytest.fixture(scope="module")
@@ -54,82 +104,162 @@ def landing(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory, landing) -> dict[str, Counter]:
-    root = tmp_path_factory.mktemp("reference")
-    shutil.copytree(landing, root / "landing")
-    done = run_cli("run", "--data-root", str(root), env=SMALL_BATCHES)
-    assert done.returncode == 0, done.stderr
-    assert "bronze/impressions" in done.stdout and "tables:" in done.stdout
-    expected = tables(root)
-    for source in SOURCES:
-        lines = len(landing_lines(landing, source))
-        assert (
-            sum(expected[f"bronze/{source}"].values())
-            + sum(expected[f"quarantine/{source}"].values())
-            == lines
-        )
-    return expected
-
-
 def fresh_root(tmp_path: Path, landing: Path) -> Path:
     root = tmp_path / "data"
     shutil.copytree(landing, root / "landing")
     return root
 
 
-@pytest.mark.parametrize(
-    "crash_at",
-    [
-        # Parquet files written for the 2nd table commit, not yet committed.
-        "sink.before_commit:2",
-        # bronze/impressions batch committed, its quarantine rows and Spark's
-        # checkpoint not yet: the batch is replayed on restart.
-        "sink.after_commit:1",
-        # In silver: a stateful query's batch committed, then replayed.
-        "sink.after_commit:17",
-    ],
-)
-def test_killed_at_a_commit_point_then_rerun_equals_uninterrupted(
-    tmp_path, landing, reference, crash_at
-):
-    root = fresh_root(tmp_path, landing)
-    crashed = run_cli(
-        "run", "--data-root", str(root), env={**SMALL_BATCHES, "LAKEHOUSE_CRASH_AT": crash_at}
+def event_days(root: Path) -> tuple[str, str]:
+    times = [delta_table(settings_for(root).table("bronze", s))["event_time"] for s in SOURCES]
+    days = [pc.min_max(pc.cast(column, "date32")) for column in times]
+    return (
+        str(min(d["min"].as_py() for d in days)),
+        str(max(d["max"].as_py() for d in days)),
     )
-    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
-    recovered = run_cli("run", "--data-root", str(root), env=SMALL_BATCHES)
-    assert recovered.returncode == 0, recovered.stderr
-    assert tables(root) == reference
 
 
-@pytest.mark.parametrize(
-    ("table", "commits", "extra_seconds"),
-    [
-        ("bronze/impressions", 3, 0.0),
-        ("gold/ad_performance_hourly", 1, 0.3),
-    ],
-)
-def test_killed_at_a_random_moment_then_rerun_equals_uninterrupted(
-    tmp_path, landing, reference, table, commits, extra_seconds
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, landing) -> Reference:
+    root = fresh_root(tmp_path_factory.mktemp("reference"), landing)
+    started = time.monotonic()
+    done = run_cli("run", "--data-root", str(root), env=SMALL_BATCHES)
+    run_seconds = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    after_run = tables(root)
+    for source in SOURCES:
+        accepted = sum(after_run[f"bronze/{source}"].values())
+        rejected = sum(after_run[f"quarantine/{source}"].values())
+        assert accepted + rejected == len(landing_lines(landing, source))
+    history = [
+        commit
+        for log in (root / "lakehouse").rglob("_delta_log")
+        for commit in DeltaTable(str(log.parent)).history()
+    ]
+    commits = {
+        "write": sum("lakehouseOperation" in c for c in history),
+        "sink": sum("streamingQueryId" in c and "lakehouseOperation" not in c for c in history),
+    }
+    start, end = event_days(root)
+    backfill_args = ("backfill", "--start", start, "--end", end)
+    started = time.monotonic()
+    done = run_cli(*backfill_args, "--data-root", str(root))
+    backfill_seconds = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    checkpoints = settings_for(root).checkpoints
+    batches = {
+        str(path.parent.relative_to(checkpoints)): len(list(path.iterdir()))
+        for path in sorted(checkpoints.glob("*/*/offsets"))
+    }
+    return Reference(
+        after_run=after_run,
+        after_backfill=tables(root),
+        run_seconds=run_seconds,
+        backfill_seconds=backfill_seconds,
+        commits=commits,
+        backfill_args=backfill_args,
+        batches=batches,
+        stateful=tuple(s for s in batches if (checkpoints / s / "state").is_dir()),
+    )
+
+
+def run_kill(rng: random.Random, ref: Reference) -> Kill:
+    """Any kill of a run; each one is reached by an uninterrupted run."""
+    kind = rng.choice(["moment", "moment", "sink", "sink", "write", "file", "file"])
+    n = rng.randint(1, ref.commits.get(kind, 1))
+    ms = rng.randint(0, 30)
+    if kind == "moment":
+        seconds = round(rng.uniform(0.1, 0.6) * ref.run_seconds, 1)
+        return Kill(f"run killed after {seconds} s", after_seconds=seconds)
+    if kind in ("sink", "write"):
+        point = rng.choice([f"before_commit:{n}", f"after_commit:{n}", f"before_commit:{n}+{ms}"])
+        point = f"{kind}.{point}"
+        where = "inside" if "+" in point else "at"
+        return Kill(f"run killed {where} {point}", crash_at=point)
+    file_kind = rng.choice(CHECKPOINT_FILES)
+    stream = rng.choice(ref.stateful if file_kind == "state" else sorted(ref.batches))
+    nth = rng.randint(1, 2 if file_kind == "state" else ref.batches[stream])
+    what = f"run killed at new {stream}/{file_kind} file #{nth}"
+    return Kill(what, watch=(stream, file_kind, nth))
+
+
+def backfill_kill(rng: random.Random, ref: Reference) -> Kill:
+    n = rng.randint(1, len(TABLES))
+    kind = rng.choice(["moment", "write.before_commit", "write.after_commit", "inside"])
+    if kind == "moment":
+        seconds = round(rng.uniform(0.1, 0.6) * ref.backfill_seconds, 1)
+        return Kill(f"backfill killed after {seconds} s", after_seconds=seconds)
+    if kind == "inside":
+        point = f"write.before_commit:{n}+{rng.randint(0, 30)}"
+        return Kill(f"backfill killed inside {point}", crash_at=point)
+    return Kill(f"backfill killed at {kind}:{n}", crash_at=f"{kind}:{n}")
+
+
+def files(directory: Path) -> int:
+    return sum(1 for p in directory.rglob("*") if p.is_file()) if directory.exists() else 0
+
+
+def attempt(root: Path, args: tuple[str, ...], kill: Kill, log: Path) -> bool:
+    """Run the command until it ends or the kill fires; True if it was killed."""
+    env = {**SMALL_BATCHES, **({"LAKEHOUSE_CRASH_AT": kill.crash_at} if kill.crash_at else {})}
+    log.write_text(f"--- {' '.join(args)}: {kill.what}\n")
+    process = start_cli(*args, "--data-root", str(root), env=env, output=log)
+    try:
+        deadline = time.monotonic() + 600
+        if kill.after_seconds is not None:
+            deadline = time.monotonic() + kill.after_seconds
+        watched = before = None
+        if kill.watch:
+            stream, kind, _ = kill.watch
+            watched = settings_for(root).checkpoints / stream / kind
+            before = files(watched)
+        while process.poll() is None and time.monotonic() < deadline:
+            if watched is not None and kill.watch and files(watched) >= before + kill.watch[2]:
+                break
+            time.sleep(0.005 if watched is not None else 0.05)
+    finally:
+        kill_group(process)
+    assert process.returncode in (0, -signal.SIGKILL), log.read_text()[-4000:]
+    return process.returncode == -signal.SIGKILL
+
+
+def test_killed_again_and_again_then_rerun_equals_uninterrupted(
+    tmp_path, landing, reference, kill_plan, figures
 ):
+    sequence, seed = kill_plan
+    rng = random.Random(f"{seed}-{sequence}")
     root = fresh_root(tmp_path, landing)
-    log = root / "lakehouse" / table / "_delta_log"
-    process = start_cli("run", "--data-root", str(root), env=SMALL_BATCHES)
-    deadline = time.monotonic() + 240
-    # Kill once the table has `commits` commits (after its creation), a little later.
-    while time.monotonic() < deadline and len(list(log.glob("*.json"))) < commits + 1:
-        assert process.poll() is None, process.communicate()[1]
-        time.sleep(0.05)
-    time.sleep(extra_seconds)
-    kill_group(process)
-    assert process.returncode == -signal.SIGKILL
+    log = tmp_path / "commands.log"
+    outcomes = []
 
-    recovered = run_cli("run", "--data-root", str(root), env=SMALL_BATCHES)
-    assert recovered.returncode == 0, recovered.stderr
-    assert tables(root) == reference
+    def kill(args: tuple[str, ...], kill: Kill) -> bool:
+        killed = attempt(root, args, kill, log)
+        outcomes.append(f"{kill.what}: {'killed' if killed else 'finished first'}")
+        return killed
+
+    assert kill(("run",), run_kill(rng, reference)), "the first kill of a fresh run must land"
+    kill(("run",), run_kill(rng, reference))  # the rerun, killed too
+    finish_and_compare(root, ("run",), reference.after_run)
+    kill(reference.backfill_args, backfill_kill(rng, reference))
+    finish_and_compare(root, reference.backfill_args, reference.after_backfill)
+    # No orphan file or state trips a later run, and nothing is read twice.
+    finish_and_compare(root, ("run",), reference.after_backfill)
+    kills = sum(o.endswith(": killed") for o in outcomes)
+    figures.append(f"crash suite root {sequence} (seed {seed}): {kills} kills survived")
+    figures.extend(f"  {o}" for o in outcomes)
 
 
-def test_quarantine_schema_is_the_contract(reference, tmp_path, landing):
-    assert QUARANTINE_SCHEMA.names[:2] == ["raw", "reason"]
-    assert {"_source_file", "_ingested_at"} <= set(QUARANTINE_SCHEMA.names)
+def finish_and_compare(root: Path, args: tuple[str, ...], expected: dict[str, Counter]) -> None:
+    done = run_cli(*args, "--data-root", str(root), env=SMALL_BATCHES)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert tables(root) == expected, f"after {' '.join(args)}"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "kill_plan" in metafunc.fixturenames:
+        kills = metafunc.config.getoption("--kills")
+        seed = metafunc.config.getoption("--kill-seed")
+        roots = max(1, -(-kills // KILLS_PER_ROOT))
+        metafunc.parametrize(
+            "kill_plan", [(n, seed) for n in range(roots)], ids=[f"root{n}" for n in range(roots)]
+        )
