@@ -147,6 +147,7 @@ def test_a_blocked_gate_fails_its_task_at_once_and_the_next_layer_never_runs(air
             airflow_env, ingested, "lakehouse_incremental", "--mark-success-pattern", skip
         )
         log = done.stdout + done.stderr
+        assert done.returncode != 0
         assert "blocking data-quality check failed (exit code 3); not retrying" in log, log[-4000:]
         assert "expect_column_values_to_be_unique(impression_id)" in log
         assert log.count("Spark-Submit cmd") == 1, "one attempt of validate_silver, nothing more"
