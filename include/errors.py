@@ -7,9 +7,8 @@ class LakehouseError(RuntimeError):
     """A failure whose message says what went wrong and what to do about it."""
 
 
-# Exit codes of the `lakehouse` CLI. 2 is argparse's for bad arguments. A
+# Exit codes of the `lakehouse` CLI (2, bad arguments, is argparse's). A
 # blocked quality gate has its own code so that Airflow can tell it from a
 # transient failure and not retry it (include/operators.py).
 EXIT_FAILED = 1
-EXIT_BAD_ARGUMENTS = 2
 EXIT_BLOCKED = 3

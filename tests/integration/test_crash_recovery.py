@@ -232,9 +232,9 @@ def test_killed_again_and_again_then_rerun_equals_uninterrupted(
     log = tmp_path / "commands.log"
     outcomes = []
 
-    def kill(args: tuple[str, ...], kill: Kill) -> bool:
-        killed = attempt(root, args, kill, log)
-        outcomes.append(f"{kill.what}: {'killed' if killed else 'finished first'}")
+    def kill(args: tuple[str, ...], planned: Kill) -> bool:
+        killed = attempt(root, args, planned, log)
+        outcomes.append(f"{planned.what}: {'killed' if killed else 'finished first'}")
         return killed
 
     assert kill(("run",), run_kill(rng, reference)), "the first kill of a fresh run must land"
