@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from include.settings import Settings
 from tests.helpers import settings_for
@@ -59,6 +60,11 @@ def figures(request: pytest.FixtureRequest) -> list[str]:
     """Append a line to print it in the run's summary."""
     return request.config.stash[FIGURES]
 
+
+# Property-based tests: a short run by default, a long one on request.
+hypothesis_settings.register_profile("default", max_examples=25)
+hypothesis_settings.register_profile("long", max_examples=500)
+hypothesis_settings.load_profile("default")
 
 # pyspark converts collected timestamps with the process's local zone.
 os.environ["TZ"] = "UTC"

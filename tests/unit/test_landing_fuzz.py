@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.contract import USER_ACTIONS
+from tests.conftest import FIGURES
 from tests.unit.test_landing_parse import parse as parse_by_file_name
 
 MAX_LINE_BYTES = 4096
@@ -33,8 +36,9 @@ KNOWN_CLASSES = (
     "bad timestamp in 'event_time'",
     "unknown action",
 )
+# Examples per property from the hypothesis profile (tests/conftest.py): 25 in
+# `make test`, 500 with `pytest --hypothesis-profile long`.
 FUZZ = settings(
-    max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -62,8 +66,21 @@ def iso(instant_utc: dt.datetime, offset: dt.timedelta) -> str:
     )
 
 
+FUZZED: Counter[str] = Counter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_what_was_fuzzed(request):
+    yield
+    request.config.stash[FIGURES].append(
+        f"fuzz: {FUZZED['examples']} examples, {FUZZED['lines']:,} lines "
+        f"({FUZZED['bytes']:,} bytes) through the landing parser"
+    )
+
+
 def parse(spark, lines: list[bytes]) -> list[dict]:
     """One row per line, in the order of the lines (files are named by line number)."""
+    FUZZED.update(examples=1, lines=len(lines), bytes=sum(len(line) for line in lines))
     rows = parse_by_file_name(spark, USER_ACTIONS, lines, MAX_LINE_BYTES)
     return sorted(rows, key=lambda row: int(row["_source_file"].rsplit("/", 1)[1].split(".")[0]))
 
