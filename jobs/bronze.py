@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from include.checkpoints import read_sidecar
@@ -108,7 +109,10 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpe
         return frame.where(~F.col("_source_file").isin(files)) if files else frame
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
-        batch.persist()
+        # Parsed once, read three times (bronze, quarantine, count). On disk, not
+        # in memory: a micro-batch can be one landing file of any size, and
+        # caching it in memory ran a 1 GiB file out of a 1 GiB heap.
+        batch.persist(StorageLevel.DISK_ONLY)
         try:
             accepted = new_lines(batch.where(F.col("_reject_reason").isNull()), "bronze")
             rejected = new_lines(
