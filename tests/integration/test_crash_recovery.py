@@ -167,7 +167,9 @@ def run_kill(rng: random.Random, ref: Reference) -> Kill:
     """Any kill of a run; each one is reached by an uninterrupted run."""
     kind = rng.choice(["moment", "moment", "sink", "sink", "write", "file", "file"])
     n = rng.randint(1, ref.commits.get(kind, 1))
-    ms = rng.randint(0, 30)
+    # Delays that land inside the commit: a sink commit takes a few ms, a MERGE
+    # tens (delta-rs releases the GIL while it commits, so the timer fires).
+    ms = rng.randint(0, 5 if kind == "sink" else 30)
     if kind == "moment":
         seconds = round(rng.uniform(0.1, 0.6) * ref.run_seconds, 1)
         return Kill(f"run killed after {seconds} s", after_seconds=seconds)
@@ -190,7 +192,7 @@ def backfill_kill(rng: random.Random, ref: Reference) -> Kill:
         seconds = round(rng.uniform(0.1, 0.6) * ref.backfill_seconds, 1)
         return Kill(f"backfill killed after {seconds} s", after_seconds=seconds)
     if kind == "inside":
-        point = f"write.before_commit:{n}+{rng.randint(0, 30)}"
+        point = f"write.before_commit:{n}+{rng.randint(0, 5)}"
         return Kill(f"backfill killed inside {point}", crash_at=point)
     return Kill(f"backfill killed at {kind}:{n}", crash_at=f"{kind}:{n}")
 
