@@ -26,9 +26,8 @@ VENV_BIN = Path(sys.executable).parent
 RANGE = ("2026-10-31", "2026-11-02")
 
 
-@pytest.fixture(scope="module")
-def airflow_env(tmp_path_factory) -> dict[str, str]:
-    home = tmp_path_factory.mktemp("airflow-home")
+def airflow_environment(home: Path) -> dict[str, str]:
+    """An Airflow home on SQLite, migrated, running the repository's DAGs on local[2]."""
     env = {
         **os.environ,
         # spark-submit comes from the virtual environment, as in `make airflow-up`.
@@ -45,6 +44,11 @@ def airflow_env(tmp_path_factory) -> dict[str, str]:
         [str(VENV_BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True
     )
     return env
+
+
+@pytest.fixture(scope="module")
+def airflow_env(tmp_path_factory) -> dict[str, str]:
+    return airflow_environment(tmp_path_factory.mktemp("airflow-home"))
 
 
 def dags_test(env: dict[str, str], data_root: Path, dag_id: str, *args: str):
@@ -129,10 +133,16 @@ def test_backfill_dag_rejects_a_bad_form_before_spark_starts(airflow_env, tmp_pa
     assert not root.exists(), "no job ran, so nothing was written"
 
 
-def test_a_blocked_gate_fails_its_task_at_once_and_the_next_layer_never_runs(airflow_env, ingested):
+def test_a_blocked_gate_fails_its_task_at_once_and_the_next_layer_never_runs(ingested, tmp_path):
     """A duplicate key edited into silver: validate_silver fails on its first try (no
     retry), gold is not submitted. The edit is undone afterwards; streams skip both
-    edits (they rewrite files), so the root stays as the incremental DAG left it."""
+    edits (they rewrite files), so the root stays as the incremental DAG left it.
+
+    In an Airflow database of its own: the tests before registered the same asset
+    names with another data root's URIs, and Airflow refuses to run a task whose
+    outlets are not the active assets of those names.
+    """
+    airflow_env = airflow_environment(tmp_path / "airflow-home")
     path = settings_for(ingested).table("silver", "impressions")
     impressions = DeltaTable(str(path))
     first, second = delta_table(path).slice(0, 2).to_pylist()
