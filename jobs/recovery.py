@@ -33,7 +33,7 @@ from include.checkpoints import (
 )
 from include.delta import read_snapshot
 from include.delta.schema import is_delta_table
-from include.delta.source import unread_files
+from include.delta.source import latest_version, unread_files
 from include.settings import Settings
 from jobs.backfill import TABLES, run_backfill
 from jobs.contract import EVENT_TIME, SOURCES
@@ -127,7 +127,7 @@ def recover_layer(
 
     # Versions are taken after the backfill, so its rewrites are not read as new rows.
     versions = {
-        str(path.resolve()): _next_version(path)
+        str(path.resolve()): latest_version(str(path)) + 1
         for upstream in UPSTREAM.get(layer, ())
         for path in sorted((settings.lakehouse / upstream).glob("*"))
         if is_delta_table(path)
@@ -150,12 +150,6 @@ def recover_layer(
         write_sidecar(settings.checkpoint(layer, query), sidecar)
         echo(f"{layer}/{query}: new checkpoint {settings.checkpoint(layer, query)}")
     return retired
-
-
-def _next_version(path: Path) -> int:
-    from deltalake import DeltaTable
-
-    return DeltaTable(str(path), without_files=True).version() + 1
 
 
 def _files_in(spark: SparkSession, table: Path) -> list[str]:

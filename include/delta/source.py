@@ -61,7 +61,8 @@ class DeltaFilesPartition(InputPartition):
         self.files = files
 
 
-def _latest_version(table_path: str) -> int:
+def latest_version(table_path: str) -> int:
+    """The table's current version (read from the log, without listing its files)."""
     from deltalake import DeltaTable
 
     return DeltaTable(table_path, without_files=True).version()
@@ -149,13 +150,13 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxFiles(self.max_files)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.target_version = _latest_version(self.table_path)
+        self.target_version = latest_version(self.table_path)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         last = (
             self.target_version
             if self.target_version is not None
-            else _latest_version(self.table_path)
+            else latest_version(self.table_path)
         )
         budget = float("inf") if isinstance(limit, ReadAllAvailable) else limit_files(limit)
         version, index = start["version"], start["index"]
@@ -170,7 +171,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._offset(version, index)
 
     def reportLatestOffset(self) -> dict[str, Any]:
-        return self._offset(_latest_version(self.table_path) + 1, 0)
+        return self._offset(latest_version(self.table_path) + 1, 0)
 
     def commit(self, end: dict[str, int]) -> None:
         for version in [v for v in self._files_by_version if v < end["version"]]:
@@ -207,8 +208,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def unread_files(offset: dict[str, Any]) -> int:
     """Data files appended to `offset["table"]` after a stream's offset (rewrites not counted)."""
     reader = DeltaStreamReader({"path": offset["table"], "skipChangeCommits": "true"}, None)  # type: ignore[arg-type]
-    end = {"version": _latest_version(reader.table_path) + 1, "index": 0}
-    return len(reader._files_between(offset, end))
+    return len(reader._files_between(offset, reader.reportLatestOffset()))
 
 
 def limit_files(limit: ReadLimit) -> int:
