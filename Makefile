@@ -10,7 +10,7 @@ SAMPLE_EVENTS ?= 20000
 AIRFLOW_PORT ?= 8080
 SPARK_MASTER ?= local[*]
 
-.PHONY: setup browser run test audit lint format typecheck lock clean \
+.PHONY: setup browser run bench test audit lint format typecheck lock clean \
 	airflow-up airflow-down airflow-status spark-cluster-up spark-cluster-down
 
 setup: $(VENV)/.installed
@@ -26,6 +26,12 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 run: setup
 	$(BIN)/lakehouse generate --if-empty --events $(SAMPLE_EVENTS) --seed 7
 	$(BIN)/lakehouse run
+
+# Benchmarks (README, "Benchmarks"): figures as a table and JSON under data-bench/reports/.
+# BENCH_ARGS=--quick for small sizes (about 10 minutes); see python -m benchmarks --help.
+BENCH_ARGS ?=
+bench: setup
+	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
 # Airflow on the embedded SQLite database, DAGs from dags/; prints the admin password.
 airflow-up: setup

@@ -41,6 +41,17 @@ def _env_int(name: str, default: int, minimum: int = 1) -> int:
     return value
 
 
+STATE_STORES = ("rocksdb", "hdfs")
+
+
+def _state_store(name: str) -> str:
+    if name not in STATE_STORES:
+        raise ValueError(
+            f"LAKEHOUSE_STATE_STORE must be one of {', '.join(STATE_STORES)}, got {name!r}"
+        )
+    return name
+
+
 @dataclass(frozen=True)
 class Settings:
     data_root: Path
@@ -52,6 +63,9 @@ class Settings:
     max_line_bytes: int
     # How long a writer (run, backfill, maintain, recover) waits for another one.
     lock_timeout_seconds: int
+    # State store of new stateful queries: "rocksdb" (default) or "hdfs" (Spark's
+    # default, in the JVM heap). A checkpoint keeps the store it was created with.
+    state_store: str = "rocksdb"
 
     @classmethod
     def load(
@@ -70,6 +84,7 @@ class Settings:
             max_files_per_trigger=_env_int("LAKEHOUSE_MAX_FILES_PER_TRIGGER", 100),
             max_line_bytes=_env_int("LAKEHOUSE_MAX_LINE_BYTES", 1024 * 1024),
             lock_timeout_seconds=_env_int("LAKEHOUSE_LOCK_TIMEOUT", 900, minimum=0),
+            state_store=_state_store(os.environ.get("LAKEHOUSE_STATE_STORE") or "rocksdb"),
         )
 
     # Layout of the data root (CONTRACT.md section 1).

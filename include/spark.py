@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 
 def driver_java_options() -> str:
@@ -52,8 +53,11 @@ def session_conf(
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.sql.parquet.compression.codec": "snappy",
         # State: RocksDB keeps state off the JVM heap; changelog checkpointing
-        # uploads only the changes of each micro-batch.
-        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        # uploads only the changes of each micro-batch. ("hdfs": Spark's default
+        # store, for comparison in the benchmark.)
+        "spark.sql.streaming.stateStore.providerClass": (
+            ROCKSDB_PROVIDER if settings.state_store == "rocksdb" else HDFS_PROVIDER
+        ),
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # Fixed into each stateful query's checkpoint at its first run.
         "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),

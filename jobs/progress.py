@@ -20,6 +20,8 @@ class StageResult:
     # state rows held after the run.
     dropped_late: int = 0
     state_rows: int | None = None
+    # Per stateful operator after the run: name, rows held, memory used (bytes).
+    state_operators: list[dict[str, Any]] = field(default_factory=list)
     # Spark's progress of each micro-batch (JSON), for the event log.
     progress: list[dict[str, Any]] = field(default_factory=list, repr=False)
 

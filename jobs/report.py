@@ -91,6 +91,7 @@ def summary_data(settings: Settings, outcome: RunOutcome) -> dict[str, Any]:
                 "seconds": round(s.seconds, 2),
                 "dropped_late": s.dropped_late,
                 "state_rows": s.state_rows,
+                "state_operators": s.state_operators,
             }
             for s in outcome.stages
         ],

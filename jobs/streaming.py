@@ -54,5 +54,14 @@ def run_available_now(
     operators = [op for p in progress for op in p.stateOperators]
     result.dropped_late = sum(op.numRowsDroppedByWatermark for op in operators)
     if progress and progress[-1].stateOperators:
-        result.state_rows = sum(op.numRowsTotal for op in progress[-1].stateOperators)
+        last = progress[-1].stateOperators
+        result.state_rows = sum(op.numRowsTotal for op in last)
+        result.state_operators = [
+            {
+                "operator": op.operatorName,
+                "rows": op.numRowsTotal,
+                "memory_bytes": op.memoryUsedBytes,
+            }
+            for op in last
+        ]
     return result

@@ -1,0 +1,1 @@
+"""Benchmarks: `make bench` (python -m benchmarks). See benchmarks/__main__.py."""

@@ -1,0 +1,277 @@
+"""`make bench` (python -m benchmarks): the lakehouse's speed, cost and state, in one run.
+
+Every figure comes from real `lakehouse` processes on generated data, each
+on its own data root under --root (deleted first):
+
+1. throughput: `lakehouse run` over N events of history (one day per
+   --increment events), wall clock and without start-up, per stage;
+2. incremental cost against history: the same --increment events (the
+   same files) added to each history size, then `lakehouse run`;
+3. an empty run (nothing new) and a run after one new landing file;
+4. `lakehouse backfill` over every date of the largest root;
+5. state over --state-increments increments, RocksDB and the default store;
+6. peak resident memory of the driver's Python, the JVM and the Python workers;
+7. references on each history's landing files: Spark reading the JSON and
+   writing Parquet (the ceiling), and DuckDB computing the gold tables;
+   our time divided by each.
+
+Writes <root>/reports/bench-<time>.json and .md and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from benchmarks.harness import LAKEHOUSE, Measured, lakehouse, measure, mib, run_summary
+from benchmarks.references import duckdb_gold
+from benchmarks.report import markdown
+from jobs.generate import GeneratorConfig, generate
+
+START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+INCREMENT_SEED = 900
+QUICK = {"events": "20k,200k", "increment": "20k", "state_increments": 3, "state_events": 2000}
+
+
+def count(text: str) -> int:
+    """1M, 200k or 5000."""
+    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:].lower(), 1)
+    return int(float(text[:-1] if scale > 1 else text) * scale)
+
+
+def label(n: int) -> str:
+    return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1_000}k"
+
+
+def machine() -> dict[str, Any]:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    return {
+        "cores": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "cpu": cpu,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "java": java.splitlines()[0] if java else None,
+    }
+
+
+def land(root: Path, events: int, per_day: int, seed: int, start: dt.datetime) -> int:
+    """Generate `events` events, one day (and one seed) per `per_day`; lines written."""
+    lines = 0
+    for day in range(math.ceil(events / per_day)):
+        size = min(per_day, events - day * per_day)
+        config = GeneratorConfig(events=size, seed=seed + day, start=start + dt.timedelta(days=day))
+        lines += sum(generate(config, root / "landing").lines.values())
+    return lines
+
+
+def run_figures(root: Path, measured: Measured) -> dict[str, Any]:
+    """A `lakehouse run`: times per stage, rows, throughput with and without start-up."""
+    summary = run_summary(root, measured)
+    stages = summary["stages"]
+    lines = sum(s["rows_in"] for s in stages if s["stage"].startswith("bronze/"))
+    per_layer = {
+        layer: round(sum(s["seconds"] for s in stages if s["stage"].startswith(f"{layer}/")), 2)
+        for layer in ("bronze", "silver", "gold")
+    }
+    per_layer["validation"] = round(sum(c["seconds"] for c in summary["checks"]), 2)
+    run_seconds = summary["seconds"]
+    return {
+        **measured.figures(),
+        "run_seconds": run_seconds,
+        "startup_seconds": round(measured.seconds - run_seconds, 2),
+        "lines": lines,
+        "bronze_rows": sum(s["rows_out"].get("bronze", 0) for s in stages),
+        "events_per_second": round(lines / measured.seconds),
+        "events_per_second_without_startup": round(lines / run_seconds) if run_seconds else None,
+        "stages": per_layer,
+        "other_seconds": round(run_seconds - sum(per_layer.values()), 2),
+        "queries": {s["stage"]: s["seconds"] for s in stages},
+        "state": {s["stage"]: s["state_operators"] for s in stages if s.get("state_operators")},
+        "status": summary["status"],
+    }
+
+
+def references(root: Path, work: Path, logs: Path) -> dict[str, Any]:
+    ceiling_run = measure(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.references",
+            "ceiling",
+            str(root),
+            str(work / "ceiling"),
+        ],
+        logs / "ceiling.log",
+    )
+    ceiling = json.loads(ceiling_run.output.strip().splitlines()[-1])
+    ceiling.update(wall_seconds=round(ceiling_run.seconds, 2), peak_mib=mib(ceiling_run.peak_bytes))
+    return {"spark_json_to_parquet": ceiling, "duckdb_gold": duckdb_gold(root, work / "duckdb")}
+
+
+def history(base: Path, size: int, increment: int, logs: Path) -> dict[str, Any]:
+    root = base / f"history-{label(size)}"
+    shutil.rmtree(root, ignore_errors=True)
+    started = time.perf_counter()
+    lines = land(root, size, increment, seed=1, start=START)
+    print(f"[{label(size)}] generated {lines:,} lines in {time.perf_counter() - started:.0f} s")
+    first = run_figures(root, lakehouse(root, "run", log=logs / f"{root.name}-run.log"))
+    print(f"[{label(size)}] run: {first['seconds']} s, {first['events_per_second']:,} events/s")
+    refs = references(root, base / f"{root.name}-references", logs / root.name)
+    print(f"[{label(size)}] references: {json.dumps(refs)}")
+    days = math.ceil(size / increment)
+    land(root, increment, increment, seed=INCREMENT_SEED, start=START + dt.timedelta(days=days))
+    added = run_figures(root, lakehouse(root, "run", log=logs / f"{root.name}-increment.log"))
+    print(f"[{label(size)}] +{label(increment)} increment: {added['seconds']} s")
+    return {
+        "events": size,
+        "root": str(root),
+        "days": days,
+        "run": first,
+        "references": refs,
+        "increment": added,
+    }
+
+
+def small_runs(root: Path, logs: Path) -> dict[str, Any]:
+    """An empty run, then a run after one new landing file (one hour of clicks)."""
+    empty = run_figures(root, lakehouse(root, "run", log=logs / "empty-run.log"))
+    scratch = root.parent / "one-file"
+    shutil.rmtree(scratch, ignore_errors=True)
+    generate(GeneratorConfig(events=5000, seed=77, start=START + dt.timedelta(days=400)), scratch)
+    one = sorted((scratch / "clicks").iterdir())[0]
+    shutil.copy(one, root / "landing" / "clicks" / one.name)
+    one_file = run_figures(root, lakehouse(root, "run", log=logs / "one-file-run.log"))
+    return {"empty_run": empty, "one_new_file": {**one_file, "file": one.name}}
+
+
+def backfill(root: Path, days: int, rows: int, logs: Path) -> dict[str, Any]:
+    """Silver and gold recomputed in batch from `rows` bronze rows over `days` days."""
+    end = START + dt.timedelta(days=days - 1)
+    measured = lakehouse(
+        root,
+        "backfill",
+        "--start",
+        START.date().isoformat(),
+        "--end",
+        end.date().isoformat(),
+        log=logs / "backfill.log",
+    )
+    return {
+        **measured.figures(),
+        "bronze_rows": rows,
+        "rows_per_second": round(rows / measured.seconds),
+    }
+
+
+def state(base: Path, increments: int, events: int, logs: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for store in ("rocksdb", "hdfs"):
+        root = base / f"state-{store}"
+        shutil.rmtree(root, ignore_errors=True)
+        measured = measure(
+            [sys.executable, "-m", "benchmarks.state", str(root), str(increments), str(events)],
+            logs / f"state-{store}.log",
+            env={"LAKEHOUSE_STATE_STORE": store},
+        )
+        rows = [json.loads(line) for line in measured.output.splitlines() if line.startswith("{")]
+        out[store] = {**measured.figures(), "increments": rows}
+        print(f"[state {store}] {increments} increments in {measured.seconds:.0f} s")
+    return out
+
+
+def ratios(results: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for entry in results["history"]:
+        run, refs = entry["run"], entry["references"]
+        out[label(entry["events"])] = {
+            "run_over_spark_ceiling": round(
+                run["run_seconds"] / refs["spark_json_to_parquet"]["seconds"], 1
+            ),
+            "run_over_duckdb": round(run["run_seconds"] / refs["duckdb_gold"]["seconds"], 1),
+            "wall_over_spark_ceiling_wall": round(
+                run["seconds"] / refs["spark_json_to_parquet"]["wall_seconds"], 1
+            ),
+        }
+    increments = [e["increment"]["run_seconds"] for e in results["history"]]
+    if len(increments) > 1:
+        out["increment_largest_over_smallest_history"] = round(increments[-1] / increments[0], 2)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--root", default="data-bench", help="work folder (default data-bench/)")
+    parser.add_argument("--events", default="1M,10M", help="history sizes (default 1M,10M)")
+    parser.add_argument("--increment", default="1M", help="events added per increment and per day")
+    parser.add_argument("--state-increments", type=int, default=50)
+    parser.add_argument("--state-events", type=int, default=20_000, help="events per increment")
+    parser.add_argument("--skip", action="append", default=[], choices=["state", "backfill"])
+    parser.add_argument("--quick", action="store_true", help=f"small sizes: {QUICK}")
+    args = parser.parse_args(argv)
+    if args.quick:
+        for key, value in QUICK.items():
+            setattr(args, key, value)
+    base = Path(args.root).resolve()
+    logs = base / "logs"
+    sizes = sorted(count(s) for s in str(args.events).split(","))
+    increment = count(str(args.increment))
+    started = time.perf_counter()
+    results: dict[str, Any] = {
+        "date": dt.date.today().isoformat(),
+        "machine": machine(),
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip(),
+        "config": {
+            "events": sizes,
+            "increment": increment,
+            "state_increments": args.state_increments,
+            "state_events": args.state_events,
+            "spark_master": os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]"),
+            "command": " ".join([*LAKEHOUSE, "..."]),
+        },
+    }
+    results["history"] = [history(base, size, increment, logs) for size in sizes]
+    largest = results["history"][-1]
+    results.update(small_runs(Path(largest["root"]), logs))
+    if "backfill" not in args.skip:
+        rows = largest["run"]["bronze_rows"] + largest["increment"]["bronze_rows"]
+        results["backfill"] = backfill(Path(largest["root"]), largest["days"] + 1, rows, logs)
+    if "state" not in args.skip:
+        results["state"] = state(base, args.state_increments, args.state_events, logs)
+    results["ratios"] = ratios(results)
+    results["seconds"] = round(time.perf_counter() - started)
+    reports = base / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+    (reports / f"bench-{stamp}.json").write_text(json.dumps(results, indent=2) + "\n")
+    table = markdown(results)
+    (reports / f"bench-{stamp}.md").write_text(table)
+    print(table)
+    print(f"written: {reports / f'bench-{stamp}.json'} and .md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

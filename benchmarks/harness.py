@@ -1,0 +1,117 @@
+"""Run one `lakehouse` command (or any command) and measure it from the outside.
+
+Wall-clock time includes process and Spark start-up. While it runs, the
+memory of its process tree is sampled every 200 ms and split into
+the driver's Python process (the command itself), the JVM (driver and, in
+local mode, the executors) and Spark's Python workers (every other Python
+process under the JVM). Memory is PSS (proportional set size): pages that
+forked Python workers share are counted once in all, not once per process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+SAMPLE_SECONDS = 0.2
+RUN_ID = re.compile(r"\(run_id (\S+)\)")
+LAKEHOUSE = [sys.executable, "-m", "jobs"]
+
+
+@dataclass
+class Measured:
+    argv: list[str]
+    seconds: float
+    # Peak resident bytes per part of the process tree, and of the whole tree.
+    peak_bytes: dict[str, int] = field(default_factory=dict)
+    output: str = ""
+
+    @property
+    def run_id(self) -> str | None:
+        found = RUN_ID.search(self.output)
+        return found.group(1) if found else None
+
+    def figures(self) -> dict[str, Any]:
+        return {"seconds": round(self.seconds, 2), "peak_mib": mib(self.peak_bytes)}
+
+
+def mib(peaks: dict[str, int]) -> dict[str, int]:
+    return {part: round(value / 2**20) for part, value in peaks.items()}
+
+
+def _part(process: psutil.Process, root_pid: int) -> str | None:
+    if process.pid == root_pid:
+        return "driver_python"
+    name = process.name()
+    if name == "java":
+        return "jvm"
+    if name.startswith("python"):
+        return "python_workers"
+    # A child the JVM is forking (it still carries a JVM thread's name and the
+    # JVM's pages until it execs), or a shell: not counted.
+    return None
+
+
+def _sample(root: psutil.Process) -> dict[str, int]:
+    members = [root]
+    with contextlib.suppress(psutil.NoSuchProcess):
+        members += root.children(recursive=True)
+    parts: dict[str, int] = {}
+    for member in members:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            part = _part(member, root.pid)
+            if part is not None:
+                parts[part] = parts.get(part, 0) + member.memory_full_info().pss
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def measure(argv: list[str], log: Path, env: dict[str, str] | None = None) -> Measured:
+    """Run argv to completion; fail with its output if it exits non-zero."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+        peaks: dict[str, int] = {}
+        tree = psutil.Process(process.pid)
+        while process.poll() is None:
+            for part, value in _sample(tree).items():
+                peaks[part] = max(peaks.get(part, 0), value)
+            time.sleep(SAMPLE_SECONDS)
+    seconds = time.perf_counter() - started
+    output = log.read_text()
+    if process.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(argv)} exited {process.returncode}; last output:\n{output[-3000:]}"
+        )
+    return Measured(argv, seconds, peaks, output)
+
+
+def lakehouse(root: Path, *args: str, log: Path, env: dict[str, str] | None = None) -> Measured:
+    return measure([*LAKEHOUSE, *args, "--data-root", str(root)], log, env)
+
+
+def run_summary(root: Path, measured: Measured) -> dict[str, Any]:
+    """The JSON summary `lakehouse run` wrote for this run (reports/runs/<run_id>.json)."""
+    if measured.run_id is None:
+        raise RuntimeError(f"no run_id in the output of {' '.join(measured.argv)}")
+    summary: dict[str, Any] = json.loads(
+        (root / "reports" / "runs" / f"{measured.run_id}.json").read_text()
+    )
+    return summary

@@ -1,0 +1,235 @@
+"""The benchmark's results as Markdown tables (printed, and written beside the JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MEMORY_PARTS = ("driver_python", "jvm", "python_workers", "total")
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:,.1f}"
+        if isinstance(value, int):
+            return f"{value:,}"
+        return "" if value is None else str(value)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def _label(n: int) -> str:
+    return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1_000}k"
+
+
+def _run_row(name: str, run: dict[str, Any]) -> list[Any]:
+    peak = run["peak_mib"]
+    return [
+        name,
+        run["lines"],
+        run["seconds"],
+        run["run_seconds"],
+        run["startup_seconds"],
+        run["events_per_second"],
+        run["events_per_second_without_startup"],
+        *(run["stages"][s] for s in ("bronze", "silver", "gold", "validation")),
+        run["other_seconds"],
+        " / ".join(str(peak.get(p, 0)) for p in MEMORY_PARTS),
+    ]
+
+
+def _state_rows(results: dict[str, Any]) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for store, figures in results.get("state", {}).items():
+        increments = figures["increments"]
+        if not increments:
+            continue
+        marks = sorted({0, len(increments) // 2, len(increments) - 1})
+        for query in increments[-1]["operators"]:
+            for index, operator in enumerate(increments[-1]["operators"][query]):
+                history = [
+                    ops[index]["rows"] if index < len(ops) else 0
+                    for ops in (i["operators"].get(query, []) for i in increments)
+                ]
+                rows.append(
+                    [
+                        store,
+                        f"{query} {operator['operator']}",
+                        *(history[i] for i in marks),
+                        max(history),
+                        round(operator["memory_bytes"] / 2**20, 1),
+                    ]
+                )
+    return rows
+
+
+def _targets(results: dict[str, Any]) -> list[list[Any]]:
+    largest = results["history"][-1]
+    run = largest["run"]
+    ratios = results["ratios"][_label(largest["events"])]
+    rows = [
+        [
+            f"incremental >= 100,000 events/s at {_label(largest['events'])}, without start-up",
+            f"{run['events_per_second_without_startup']:,} events/s",
+            run["events_per_second_without_startup"] >= 100_000,
+        ],
+        [
+            "within 3x of the read-JSON-write-Parquet ceiling",
+            f"{ratios['run_over_spark_ceiling']}x",
+            ratios["run_over_spark_ceiling"] <= 3,
+        ],
+        [
+            "empty run < 20 s wall, start-up included",
+            f"{results['empty_run']['seconds']} s",
+            results["empty_run"]["seconds"] < 20,
+        ],
+    ]
+    growth = results["ratios"].get("increment_largest_over_smallest_history")
+    if growth is not None:
+        rows.append(["run over 10x history <= 1.2x the run over 1x", f"{growth}x", growth <= 1.2])
+    for store, figures in results.get("state", {}).items():
+        totals = [
+            sum(op["rows"] for ops in i["operators"].values() for op in ops)
+            for i in figures["increments"]
+        ]
+        if len(totals) >= 4:
+            half = totals[len(totals) // 2 :]
+            flat = max(half) <= 1.2 * max(totals[: len(totals) // 2])
+            rows.append(
+                [
+                    f"state flat over {len(totals)} increments ({store})",
+                    f"max {max(totals):,} rows; 2nd half max {max(half):,}",
+                    flat,
+                ]
+            )
+    return [[target, measured, "yes" if met else "NO"] for target, measured, met in rows]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    lines = [
+        f"# Lakehouse benchmark, {results['date']} (commit {results['commit']})",
+        "",
+        f"Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, {m['os']}, "
+        f"Python {m['python']}, {m['java']}. Spark master {results['config']['spark_master']}. "
+        f"Whole benchmark: {results['seconds']:,} s.",
+        "",
+        "## Targets",
+        "",
+        *_table(["target", "measured", "met"], _targets(results)),
+        "## Incremental runs (`lakehouse run`)",
+        "",
+        "Seconds; events are landing lines read. Peak memory MiB: "
+        "driver Python / JVM / Python workers / whole tree.",
+        "",
+    ]
+    runs = []
+    for entry in results["history"]:
+        size = _label(entry["events"])
+        runs.append(_run_row(f"{size} history, first run", entry["run"]))
+        runs.append(
+            _run_row(
+                f"+{_label(results['config']['increment'])} over {size} history",
+                entry["increment"],
+            )
+        )
+    runs.append(_run_row("empty run (nothing new)", results["empty_run"]))
+    runs.append(_run_row("one new file", results["one_new_file"]))
+    lines += _table(
+        [
+            "run",
+            "events",
+            "wall s",
+            "run s",
+            "start-up s",
+            "events/s wall",
+            "events/s w/o start-up",
+            "bronze s",
+            "silver s",
+            "gold s",
+            "validation s",
+            "other s",
+            "peak MiB",
+        ],
+        runs,
+    )
+    lines += ["## Reference points (same landing files)", ""]
+    refs = []
+    for entry in results["history"]:
+        size = _label(entry["events"])
+        ceiling = entry["references"]["spark_json_to_parquet"]
+        duck = entry["references"]["duckdb_gold"]
+        ratio = results["ratios"][size]
+        refs.append(
+            [
+                size,
+                entry["run"]["run_seconds"],
+                ceiling["seconds"],
+                duck["seconds"],
+                f"{ratio['run_over_spark_ceiling']}x",
+                f"{ratio['run_over_duckdb']}x",
+                f"{ratio['wall_over_spark_ceiling_wall']}x",
+            ]
+        )
+    lines += _table(
+        [
+            "history",
+            "our run s (w/o start-up)",
+            "Spark JSON->Parquet s",
+            "DuckDB gold s",
+            "ours / ceiling",
+            "ours / DuckDB",
+            "wall / ceiling wall",
+        ],
+        refs,
+    )
+    if "backfill" in results:
+        b = results["backfill"]
+        lines += [
+            "## Backfill (`lakehouse backfill`, every date of the largest root)",
+            "",
+            *_table(
+                ["bronze rows", "wall s", "rows/s", "peak MiB"],
+                [
+                    [
+                        b["bronze_rows"],
+                        b["seconds"],
+                        b["rows_per_second"],
+                        " / ".join(str(b["peak_mib"].get(p, 0)) for p in MEMORY_PARTS),
+                    ]
+                ],
+            ),
+        ]
+    if "state" in results:
+        n = results["config"]["state_increments"]
+        marks = sorted({1, n // 2 + 1, n})
+        lines += [
+            f"## State over {n} increments of {results['config']['state_events']:,} events "
+            "(one day each)",
+            "",
+            *_table(
+                [
+                    "store",
+                    "query / operator",
+                    *(f"rows after #{i}" for i in marks),
+                    "max rows",
+                    "memory MiB (last)",
+                ],
+                _state_rows(results),
+            ),
+        ]
+        lines += _table(
+            ["store", "mean s per increment", "peak MiB"],
+            [
+                [
+                    store,
+                    round(sum(i["seconds"] for i in f["increments"]) / len(f["increments"]), 1),
+                    " / ".join(str(f["peak_mib"].get(p, 0)) for p in MEMORY_PARTS),
+                ]
+                for store, f in results["state"].items()
+                if f["increments"]
+            ],
+        )
+    return "\n".join(lines)

@@ -1,0 +1,45 @@
+"""State over a long run: many increments through every query, in one process.
+
+`python -m benchmarks.state <data-root> <increments> <events-per-increment>`
+(state store from LAKEHOUSE_STATE_STORE). Each increment lands one more day
+of events, then every bronze, silver and gold query runs once
+(Trigger.AvailableNow, no quality checks: they hold no state). After each
+increment it prints one JSON line: seconds, and rows and memory of every
+stateful operator.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import time
+from pathlib import Path
+
+from include.settings import Settings
+from include.spark import get_spark
+from jobs.generate import GeneratorConfig, generate
+from jobs.pipeline import STAGES
+
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def main(root: Path, increments: int, events: int) -> None:
+    settings = Settings.load(data_root=root)
+    spark = get_spark(settings, app_name="bench-state")
+    for increment in range(increments):
+        day = START + dt.timedelta(days=increment)
+        generate(GeneratorConfig(events=events, seed=5000 + increment, start=day), settings.landing)
+        started = time.perf_counter()
+        results = [result for _, stage in STAGES for result in stage(spark, settings)]
+        line = {
+            "increment": increment + 1,
+            "seconds": round(time.perf_counter() - started, 2),
+            "rows_in": sum(r.rows_in for r in results if r.stage.startswith("bronze/")),
+            "operators": {r.stage: r.state_operators for r in results if r.state_operators},
+        }
+        print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
