@@ -73,9 +73,7 @@ GOLD_COLUMNS = {
 }
 
 
-def test_every_gold_row_agrees_with_duckdb_computing_gold_from_the_landing_files(
-    root, tmp_path
-):
+def test_every_gold_row_agrees_with_duckdb_computing_gold_from_the_landing_files(root, tmp_path):
     """An independent implementation (the benchmark's DuckDB reference) of the same rules.
 
     DuckDB computes every window in one batch; the streams have written the
