@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from include.settings import Settings
+from include.spark import session_conf
 
 
 def test_defaults(monkeypatch, tmp_path):
@@ -39,6 +40,21 @@ def test_environment_overrides_default_and_flag_overrides_environment(monkeypatc
 def test_bad_numbers_in_the_environment_are_refused(monkeypatch, value):
     monkeypatch.setenv("LAKEHOUSE_MAX_FILES_PER_TRIGGER", value)
     with pytest.raises(ValueError, match="LAKEHOUSE_MAX_FILES_PER_TRIGGER"):
+        Settings.load(data_root=Path("/tmp/x"))
+
+
+@pytest.mark.parametrize(
+    ("store", "provider"), [("rocksdb", "RocksDBStateStoreProvider"), ("hdfs", "HDFSBacked")]
+)
+def test_the_state_store_is_chosen_by_the_environment(monkeypatch, store, provider):
+    monkeypatch.setenv("LAKEHOUSE_STATE_STORE", store)
+    conf = session_conf(Settings.load(data_root=Path("/tmp/x")))
+    assert provider in conf["spark.sql.streaming.stateStore.providerClass"]
+
+
+def test_an_unknown_state_store_is_refused(monkeypatch):
+    monkeypatch.setenv("LAKEHOUSE_STATE_STORE", "memory")
+    with pytest.raises(ValueError, match="LAKEHOUSE_STATE_STORE must be one of rocksdb, hdfs"):
         Settings.load(data_root=Path("/tmp/x"))
 
 
