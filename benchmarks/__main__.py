@@ -10,7 +10,7 @@ on its own data root under --root (deleted first):
 3. an empty run (nothing new) and a run after one new landing file;
 4. `lakehouse backfill` over every date of the largest root;
 5. state over --state-increments increments, RocksDB and the default store;
-6. peak resident memory of the driver's Python, the JVM and the Python workers;
+6. peak memory (PSS) of the driver's Python, the JVM and the Python workers;
 7. references on each history's landing files: Spark reading the JSON and
    writing Parquet (the ceiling), and DuckDB computing the gold tables;
    our time divided by each.
@@ -37,7 +37,7 @@ import psutil
 
 from benchmarks.harness import LAKEHOUSE, Measured, lakehouse, measure, mib, run_summary
 from benchmarks.references import duckdb_gold
-from benchmarks.report import markdown
+from benchmarks.report import label, markdown
 from jobs.generate import GeneratorConfig, generate
 
 START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
@@ -49,10 +49,6 @@ def count(text: str) -> int:
     """1M, 200k or 5000."""
     scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:].lower(), 1)
     return int(float(text[:-1] if scale > 1 else text) * scale)
-
-
-def label(n: int) -> str:
-    return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1_000}k"
 
 
 def machine() -> dict[str, Any]:

@@ -23,6 +23,8 @@ from typing import Any
 
 import psutil
 
+from include.processes import process_tree
+
 SAMPLE_SECONDS = 0.2
 RUN_ID = re.compile(r"\(run_id (\S+)\)")
 LAKEHOUSE = [sys.executable, "-m", "jobs"]
@@ -32,7 +34,7 @@ LAKEHOUSE = [sys.executable, "-m", "jobs"]
 class Measured:
     argv: list[str]
     seconds: float
-    # Peak resident bytes per part of the process tree, and of the whole tree.
+    # Peak PSS bytes per part of the process tree, and of the whole tree.
     peak_bytes: dict[str, int] = field(default_factory=dict)
     output: str = ""
 
@@ -63,11 +65,8 @@ def _part(process: psutil.Process, root_pid: int) -> str | None:
 
 
 def _sample(root: psutil.Process) -> dict[str, int]:
-    members = [root]
-    with contextlib.suppress(psutil.NoSuchProcess):
-        members += root.children(recursive=True)
     parts: dict[str, int] = {}
-    for member in members:
+    for member in process_tree(root):
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             part = _part(member, root.pid)
             if part is not None:

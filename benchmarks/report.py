@@ -20,12 +20,16 @@ def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def _label(n: int) -> str:
+def label(n: int) -> str:
+    """1000000 -> 1M, 20000 -> 20k: sizes as the benchmark names them."""
     return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1_000}k"
 
 
+def _memory(peak_mib: dict[str, int]) -> str:
+    return " / ".join(str(peak_mib.get(part, 0)) for part in MEMORY_PARTS)
+
+
 def _run_row(name: str, run: dict[str, Any]) -> list[Any]:
-    peak = run["peak_mib"]
     return [
         name,
         run["lines"],
@@ -36,7 +40,7 @@ def _run_row(name: str, run: dict[str, Any]) -> list[Any]:
         run["events_per_second_without_startup"],
         *(run["stages"][s] for s in ("bronze", "silver", "gold", "validation")),
         run["other_seconds"],
-        " / ".join(str(peak.get(p, 0)) for p in MEMORY_PARTS),
+        _memory(run["peak_mib"]),
     ]
 
 
@@ -68,10 +72,10 @@ def _state_rows(results: dict[str, Any]) -> list[list[Any]]:
 def _targets(results: dict[str, Any]) -> list[list[Any]]:
     largest = results["history"][-1]
     run = largest["run"]
-    ratios = results["ratios"][_label(largest["events"])]
+    ratios = results["ratios"][label(largest["events"])]
     rows = [
         [
-            f"incremental >= 100,000 events/s at {_label(largest['events'])}, without start-up",
+            f"incremental >= 100,000 events/s at {label(largest['events'])}, without start-up",
             f"{run['events_per_second_without_startup']:,} events/s",
             run["events_per_second_without_startup"] >= 100_000,
         ],
@@ -127,11 +131,11 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     runs = []
     for entry in results["history"]:
-        size = _label(entry["events"])
+        size = label(entry["events"])
         runs.append(_run_row(f"{size} history, first run", entry["run"]))
         runs.append(
             _run_row(
-                f"+{_label(results['config']['increment'])} over {size} history",
+                f"+{label(results['config']['increment'])} over {size} history",
                 entry["increment"],
             )
         )
@@ -158,7 +162,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines += ["## Reference points (same landing files)", ""]
     refs = []
     for entry in results["history"]:
-        size = _label(entry["events"])
+        size = label(entry["events"])
         ceiling = entry["references"]["spark_json_to_parquet"]
         duck = entry["references"]["duckdb_gold"]
         ratio = results["ratios"][size]
@@ -197,7 +201,7 @@ def markdown(results: dict[str, Any]) -> str:
                         b["bronze_rows"],
                         b["seconds"],
                         b["rows_per_second"],
-                        " / ".join(str(b["peak_mib"].get(p, 0)) for p in MEMORY_PARTS),
+                        _memory(b["peak_mib"]),
                     ]
                 ],
             ),
@@ -226,7 +230,7 @@ def markdown(results: dict[str, Any]) -> str:
                 [
                     store,
                     round(sum(i["seconds"] for i in f["increments"]) / len(f["increments"]), 1),
-                    " / ".join(str(f["peak_mib"].get(p, 0)) for p in MEMORY_PARTS),
+                    _memory(f["peak_mib"]),
                 ]
                 for store, f in results["state"].items()
                 if f["increments"]

@@ -42,11 +42,7 @@ class Service:
     def tree(self) -> list[psutil.Process]:
         """The service's process and all its descendants."""
         process = self.process()
-        if process is None:
-            return []
-        with contextlib.suppress(psutil.NoSuchProcess):
-            return [process, *process.children(recursive=True)]
-        return []
+        return process_tree(process) if process else []
 
     def memory_bytes(self) -> int:
         """Resident memory of the whole process tree."""
@@ -54,13 +50,17 @@ class Service:
         return tree_memory_bytes(process) if process else 0
 
 
+def process_tree(process: psutil.Process) -> list[psutil.Process]:
+    """A process and all its descendants (just the process once it is gone)."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return [process, *process.children(recursive=True)]
+    return [process]
+
+
 def tree_memory_bytes(process: psutil.Process) -> int:
     """Resident memory of a process and all its descendants (0 once it is gone)."""
-    members = [process]
-    with contextlib.suppress(psutil.NoSuchProcess):
-        members += process.children(recursive=True)
     total = 0
-    for member in members:
+    for member in process_tree(process):
         with contextlib.suppress(psutil.NoSuchProcess):
             total += member.memory_info().rss
     return total
