@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 
 from include.errors import LakehouseError
 
@@ -142,6 +143,30 @@ def read_position(checkpoint: Path, query: str) -> Position | None:
         int(completed.name) if completed else None,
         offsets,
     )
+
+
+def caught_up(checkpoint: Path, query: str) -> bool:
+    """True when a stream of Delta tables has read every version of them: starting it
+    would plan no micro-batch (Spark would only look for new offsets and stop).
+
+    Its last planned batch must be committed and each source offset
+    (`include.delta.source`: table, version, index) must be past the table's
+    latest version. A stream of another source, a new checkpoint or an
+    uncommitted batch is never caught up.
+    """
+    position = read_position(checkpoint, query)
+    if position is None or position.planned is None or position.planned != position.completed:
+        return False
+    offsets = position.offsets
+    if not offsets or not all({"table", "version"} <= offset.keys() for offset in offsets):
+        return False
+    try:
+        return all(
+            int(offset["version"]) > DeltaTable(str(offset["table"]), without_files=True).version()
+            for offset in offsets
+        )
+    except TableNotFoundError:
+        return False  # let the query start and report the missing table itself
 
 
 def streams_that_wrote(table: Path) -> set[str]:

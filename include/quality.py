@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,23 @@ SCOPES = ("new_rows", "table")
 SEVERITIES = ("critical", "warning")
 SAMPLE_SIZE = 5
 DOCS_SITE = "lakehouse"
+
+
+def _import_gx() -> None:
+    # Offline and quiet: no usage statistics, no progress bars on stderr.
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations  # noqa: F401
+
+
+def preload() -> None:
+    """Start importing Great Expectations on a thread (about 4 s of CPU).
+
+    Call it before starting Spark: the driver then imports GX while it waits
+    for the JVM, instead of after. A later `import great_expectations` waits
+    for this one to finish (Python's import lock), and if it failed, imports
+    again and raises the error itself.
+    """
+    threading.Thread(target=_import_gx, name="import-great-expectations", daemon=True).start()
 
 
 @dataclass(frozen=True)
@@ -132,11 +150,11 @@ class QualityGate:
     docs_dir: Path
     _context: Any = None
     _checkpoints: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    _docs_stale: bool = False  # validations ran since Data Docs were last built
 
     def _gx(self) -> Any:
         if self._context is None:
-            # Offline and quiet: no usage statistics, no progress bars on stderr.
-            os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+            _import_gx()
             import great_expectations as gx
             from great_expectations.data_context.types.base import (
                 DataContextConfig,
@@ -224,6 +242,7 @@ class QualityGate:
         counts, samples = self._checkpoint(suite, scope, time_dependent_only)
         batch = {"dataframe": frame}
         result = counts.run(batch_parameters=batch, expectation_parameters=parameters)
+        self._docs_stale = True
         if not result.success:
             result = samples.run(batch_parameters=batch, expectation_parameters=parameters)
         ((identifier, run),) = result.run_results.items()
@@ -277,5 +296,7 @@ class QualityGate:
         """Render Data Docs for every validation this process ran; the index page."""
         if self._context is None:
             return None
-        self._context.build_data_docs(site_names=[DOCS_SITE])
+        if self._docs_stale:
+            self._context.build_data_docs(site_names=[DOCS_SITE])
+            self._docs_stale = False
         return self.docs_dir / "index.html"

@@ -94,11 +94,13 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpe
     quarantine = DeltaStreamSink(
         settings.table("quarantine", source.name), QUARANTINE_SCHEMA, checkpoint
     )
-    parsed = (
-        read_landing(spark, settings, source)
-        .transform(parse_landing_lines(source, settings.max_line_bytes))
-        .withColumn("_ingested_at", F.current_timestamp())
-    )
+
+    def parsed() -> DataFrame:
+        return (
+            read_landing(spark, settings, source)
+            .transform(parse_landing_lines(source, settings.max_line_bytes))
+            .withColumn("_ingested_at", F.current_timestamp())
+        )
 
     # After `lakehouse recover --layer bronze` the new checkpoint reads every
     # landing file again: lines of files a table already holds are not written twice.

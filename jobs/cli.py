@@ -279,12 +279,14 @@ def _blocked(outcome: RunOutcome) -> int:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    from include import quality
     from include.spark import get_spark
     from jobs.monitoring import event_log_path
     from jobs.pipeline import new_run_id, run_pipeline
     from jobs.validate import results_path
 
     started = time.perf_counter()
+    quality.preload()
     spark = get_spark(settings, app_name="lakehouse-run")
     startup = time.perf_counter() - started
     print(f"spark {spark.version} master={spark.sparkContext.master} ({startup:.1f} s)")
@@ -300,9 +302,11 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
+    from include import quality
     from include.spark import get_spark
     from jobs.pipeline import validate_tables
 
+    quality.preload()
     spark = get_spark(settings, app_name="lakehouse-validate", streaming=False)
     layers = in_order(args.layer, LAYER_NAMES)
     outcome = validate_tables(spark, settings, layers, echo=_echo, whole_table=not args.new_rows)

@@ -24,16 +24,23 @@ def run_gold(spark: SparkSession, settings: Settings) -> Iterator[StageResult]:
     # The attribution join and both hourly aggregations run in one query, so
     # Spark carries the watermark from the join into the windows.
     hourly = "ad_performance_hourly"
-    attribution = attribute_clicks(silver(IMPRESSIONS.name, hourly), silver(CLICKS.name, hourly))
-    yield write_table(settings, "gold", hourly, ad_performance_hourly(attribution))
+    yield write_table(
+        settings,
+        "gold",
+        hourly,
+        lambda: ad_performance_hourly(
+            attribute_clicks(silver(IMPRESSIONS.name, hourly), silver(CLICKS.name, hourly))
+        ),
+    )
     windows = "actions_10min"
-    per_window = actions_per_window(silver(USER_ACTIONS.name, windows))
-    yield write_table(settings, "gold", windows, per_window)
+    yield write_table(
+        settings, "gold", windows, lambda: actions_per_window(silver(USER_ACTIONS.name, windows))
+    )
     status = "user_status"
     yield write_table(
         settings,
         "gold",
         status,
-        silver(USER_ACTIONS.name, status).transform(track_user_status()),
+        lambda: silver(USER_ACTIONS.name, status).transform(track_user_status()),
         merge_keys=["user_id"],
     )

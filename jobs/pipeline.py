@@ -118,6 +118,9 @@ def quarantine_by_reason(
         path = settings.table("quarantine", source)
         if not is_delta_table(path):
             continue
+        if source in since and since[source] == _version(path):
+            counts[source] = {}  # no new version: nothing quarantined, no Spark job needed
+            continue
         rows = (
             read_added_since(spark, path, since.get(source))
             .groupBy(reason_class(F.col("reason")).alias("reason"))

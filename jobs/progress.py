@@ -22,11 +22,15 @@ class StageResult:
     state_rows: int | None = None
     # Per stateful operator after the run: name, rows held, memory used (bytes).
     state_operators: list[dict[str, Any]] = field(default_factory=list)
+    # Not started: its Delta sources had no version it had not read.
+    caught_up: bool = False
     # Spark's progress of each micro-batch (JSON), for the event log.
     progress: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def summary(self) -> str:
         out = ", ".join(f"{rows:,} {table}" for table, rows in self.rows_out.items())
+        if self.caught_up:
+            return f"{self.stage:<30} caught up: no new input, not started"
         rate = f", {self.rows_in / self.seconds:,.0f} rows/s" if self.seconds > 0 else ""
         line = (
             f"{self.stage:<30} in {self.rows_in:>10,}  out {out}  "

@@ -88,6 +88,7 @@ def summary_data(settings: Settings, outcome: RunOutcome) -> dict[str, Any]:
                 "rows_in": s.rows_in,
                 "rows_out": s.rows_out,
                 "batches": s.batches,
+                "caught_up": s.caught_up,
                 "seconds": round(s.seconds, 2),
                 "dropped_late": s.dropped_late,
                 "state_rows": s.state_rows,
@@ -126,7 +127,9 @@ def _stages_section(outcome: RunOutcome) -> str:
         [
             f"<code>{_e(s.stage)}</code>",
             _n(s.rows_in),
-            _e(", ".join(f"{rows:,} {table}" for table, rows in s.rows_out.items())),
+            "caught up: no new input, not started"
+            if s.caught_up
+            else _e(", ".join(f"{rows:,} {table}" for table, rows in s.rows_out.items())),
             _n(s.batches),
             f"{s.seconds:.1f}",
             _n(s.dropped_late) if s.state_rows is not None else "",

@@ -6,13 +6,22 @@ stream and has its own checkpoint under `checkpoints/silver/<table>`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING
 
 from include.checkpoints import restart_version
 from include.delta import DeltaStreamSink, read_stream
 from include.settings import Settings
-from jobs.contract import CLICKS, EVENT_DATE, IMPRESSIONS, SOURCES, USER_ACTIONS, table_schema
+from jobs.contract import (
+    CLICKS,
+    EVENT_DATE,
+    IMPRESSIONS,
+    SOURCES,
+    USER_ACTIONS,
+    SourceSpec,
+    table_schema,
+)
 from jobs.progress import StageResult
 from jobs.streaming import run_available_now
 from jobs.transforms.silver import attribute_clicks, dedupe_events
@@ -26,10 +35,11 @@ def write_table(
     settings: Settings,
     layer: str,
     table: str,
-    frame: DataFrame,
+    build: Callable[[], DataFrame],
     merge_keys: list[str] | None = None,
 ) -> StageResult:
-    """Stream `frame` into `<layer>/<table>` with one checkpoint; the common driver step.
+    """Stream the DataFrame `build` makes into `<layer>/<table>` with one checkpoint;
+    the common driver step. It is built only if the query has new input to read.
 
     Tables with `event_date` are partitioned by it; `merge_keys` upserts instead
     of appending (update output mode).
@@ -45,7 +55,7 @@ def write_table(
     )
     output_mode = "update" if merge_keys else "append"
     result = run_available_now(
-        f"{layer}/{table}", frame, checkpoint, sink, [sink.table_path], output_mode
+        f"{layer}/{table}", build, checkpoint, sink, [sink.table_path], output_mode
     )
     result.rows_out = {table: sink.rows_written}
     return result
@@ -73,15 +83,17 @@ def run_silver(spark: SparkSession, settings: Settings) -> Iterator[StageResult]
     def read(layer: str, table: str, query: str) -> DataFrame:
         return read_table(spark, settings, (layer, table), ("silver", query))
 
+    def deduplicated(spec: SourceSpec) -> DataFrame:
+        return read("bronze", spec.name, spec.name).transform(dedupe_events(spec))
+
     for name, spec in SOURCES.items():
-        deduplicated = read("bronze", name, name).transform(dedupe_events(spec))
-        yield write_table(settings, "silver", name, deduplicated)
+        yield write_table(settings, "silver", name, partial(deduplicated, spec))
     attribution = "ad_attribution"
     yield write_table(
         settings,
         "silver",
         attribution,
-        attribute_clicks(
+        lambda: attribute_clicks(
             read("silver", IMPRESSIONS.name, attribution), read("silver", CLICKS.name, attribution)
         ),
     )
@@ -90,5 +102,5 @@ def run_silver(spark: SparkSession, settings: Settings) -> Iterator[StageResult]
         settings,
         "silver",
         sessions,
-        read("silver", USER_ACTIONS.name, sessions).transform(sessionize_user_actions()),
+        lambda: read("silver", USER_ACTIONS.name, sessions).transform(sessionize_user_actions()),
     )

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from include.checkpoints import explain_failure, guard
+from include.checkpoints import caught_up, explain_failure, guard
 from jobs.progress import StageResult, timed
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ BatchWriter = Callable[["DataFrame", int], None]
 
 def run_available_now(
     name: str,
-    frame: DataFrame,
+    build: Callable[[], DataFrame],
     checkpoint: Path,
     write_batch: BatchWriter,
     tables: Sequence[Path],
@@ -26,15 +26,21 @@ def run_available_now(
 ) -> StageResult:
     """Process everything available now, in micro-batches, then stop.
 
-    `tables` are the Delta tables `write_batch` commits to; the checkpoint is
-    checked against them before the query starts.
+    `build` makes the streaming DataFrame. `tables` are the Delta tables
+    `write_batch` commits to; the checkpoint is checked against them before the
+    query starts. A stream of Delta tables that has read all of them is not
+    started at all: it would plan no batch, and starting it costs about a second.
     """
     guard(checkpoint, name, list(tables))
     result = StageResult(name)
+    if caught_up(checkpoint, name):
+        result.caught_up = True
+        return result
     with timed(result):
         try:
             query = (
-                frame.writeStream.queryName(name.replace("/", "_"))
+                build()
+                .writeStream.queryName(name.replace("/", "_"))
                 .option("checkpointLocation", str(checkpoint))
                 .outputMode(output_mode)
                 .trigger(availableNow=True)

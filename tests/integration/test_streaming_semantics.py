@@ -73,7 +73,7 @@ class Harness:
     def run(self) -> StageResult:
         return run_available_now(
             self.name,
-            self.frame,
+            lambda: self.frame,
             self.root / "checkpoint",
             self.sink,
             [self.output],
@@ -310,3 +310,33 @@ def test_user_status_is_upserted_and_turns_inactive_after_an_hour(spark, tmp_pat
         ("u-2", "offline"),
         ("u-3", "active"),
     }
+
+
+# -- runs with no new input ---------------------------------------------------------------
+
+
+def test_a_stream_with_no_new_input_is_not_started_and_resumes_when_input_arrives(
+    spark, tmp_path
+):
+    h = actions_harness(spark, tmp_path, sessionize_user_actions(), SILVER_SCHEMAS["user_sessions"])
+    h.add("actions", [user_action(0, "login"), user_action(20, "logout", "u-2")])
+    first = h.run()
+    assert not first.caught_up and first.rows_in == 2
+
+    # Nothing new: Spark would plan no batch, so the query is not started.
+    idle = h.run()
+    assert idle.caught_up and idle.progress == [] and idle.rows_in == 0
+    assert h.rows("user_id") == set()
+
+    # A planned batch without its commit (a crash mid-batch) must run again.
+    commits = tmp_path / "checkpoint" / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    (commits / str(last)).unlink()
+    (commits / f".{last}.crc").unlink(missing_ok=True)
+    assert not h.run().caught_up
+
+    # New input (even one row in a new version) starts it again, with its state.
+    h.add("actions", [user_action(40, user="u-3")])
+    resumed = h.run()
+    assert not resumed.caught_up and resumed.rows_in == 1
+    assert h.rows("user_id", "end_reason", "action_count") == {("u-2", "logout", 1)}
