@@ -5,7 +5,8 @@ reviewed and versioned with the code. Each expectation states two things:
 
 - `severity`: `critical` blocks the stages after it, `warning` is reported only;
 - `meta.scope`: `new_rows` (checked on the rows written since the table last
-  passed) or `table` (checked on the whole table).
+  passed), `partitions` (on every row of the `event_date` partitions those
+  rows went to) or `table` (on the whole table). See jobs/validate.py.
 
 The GX context is ephemeral and built on first use, never at import: importing
 GX alone takes about 3 s, and the data root (where Data Docs go) is only known
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parent.parent / "expectations"
-SCOPES = ("new_rows", "table")
+SCOPES = ("new_rows", "partitions", "table")
 SEVERITIES = ("critical", "warning")
 SAMPLE_SIZE = 5
 DOCS_SITE = "lakehouse"

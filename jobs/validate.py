@@ -10,8 +10,18 @@ see include/quality.py) right after the query that wrote it
   failed is checked again from the same version on the next run, so bad rows
   cannot slip through because a later run did not write them. `lakehouse
   validate` runs them on the whole table.
-- `table` expectations (uniqueness of keys, reconciliation, freshness, row
-  count) run on the whole table.
+- `partitions` expectations relate rows to each other (uniqueness of keys)
+  and run on every row of the `event_date` partitions the new rows went to:
+  a run's cost then follows its increment, not the table's history. They are
+  exact for keys that fix the row's date (a window, a session, an
+  impression's rows); for event ids they cover redeliveries, which carry the
+  same event time. `lakehouse validate` runs them on the whole table; a table
+  without `event_date` is always checked whole.
+- `table` expectations (reconciliation, freshness, row count) run on the
+  whole table.
+- SQL rules that name other tables (`silver_clicks`) see, in a run, the
+  partitions of those tables from the day before the new rows' first date to
+  the day after their last (whole tables under `lakehouse validate`).
 
 Every outcome is appended to the Delta table `lakehouse/_meta/dq_results`,
 which is also where the last passing version of each table is read from.
@@ -31,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute
 from deltalake import DeltaTable, QueryBuilder
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from include.delta import read_added_since, read_snapshot
@@ -39,7 +50,7 @@ from include.delta.writes import append_rows
 from include.quality import Outcome, QualityGate, Suite, load_suites
 from include.settings import Settings
 from jobs.bronze import ledger_path
-from jobs.contract import GOLD_SCHEMAS, SILVER_SCHEMAS, SOURCES
+from jobs.contract import EVENT_DATE, GOLD_SCHEMAS, SILVER_SCHEMAS, SOURCES
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -165,15 +176,26 @@ def last_passed_versions(settings: Settings) -> dict[str, int]:
     return {row["table_name"]: row["version"] for row in rows}
 
 
-def register_views(spark: SparkSession, settings: Settings, suite: Suite) -> None:
-    """The tables a suite's SQL rules refer to (`silver_clicks`), as temp views."""
+def register_views(
+    spark: SparkSession, settings: Settings, suite: Suite, dates: list[dt.date] | None = None
+) -> None:
+    """The tables a suite's SQL rules refer to (`silver_clicks`), as temp views.
+
+    With `dates`, a table partitioned by `event_date` is limited to the days
+    from the day before the first date to the day after the last.
+    """
     queries = " ".join(
         str(e["kwargs"].get("unexpected_rows_query", "")) for e in suite.expectations
     )
     for layer, name in sorted(set(TABLE_REFERENCE.findall(queries))):
         path = settings.table(layer, name)
-        if is_delta_table(path):
-            read_snapshot(spark, path).createOrReplaceTempView(f"{layer}_{name}")
+        if not is_delta_table(path):
+            continue
+        view = read_snapshot(spark, path)
+        if dates and EVENT_DATE in view.columns:
+            day = dt.timedelta(days=1)
+            view = view.where(F.col(EVENT_DATE).between(min(dates) - day, max(dates) + day))
+        view.createOrReplaceTempView(f"{layer}_{name}")
 
 
 def reconciliation_frame(spark: SparkSession, settings: Settings) -> DataFrame:
@@ -265,12 +287,19 @@ def check_table(
     if since == version:
         # Unchanged since it passed: row rules have no new rows, and whole-table
         # rules would give the same answer, except those that depend on the time.
+        register_views(spark, settings, suite)
         check.outcomes = gate.validate(suite, "table", whole, parameters, time_dependent_only=True)
         check.seconds = time.perf_counter() - started
         return check
     new_rows = (whole if since is None else read_added_since(spark, path, since, version)).cache()
     try:
+        touched, dates = whole, None
+        if since is not None and EVENT_DATE in whole.columns:
+            dates = sorted(r[0] for r in new_rows.select(EVENT_DATE).distinct().collect())
+            touched = whole.where(F.col(EVENT_DATE).isin(dates))
+        register_views(spark, settings, suite, dates)
         check.outcomes = gate.validate(suite, "new_rows", new_rows, parameters)
+        check.outcomes += gate.validate(suite, "partitions", touched, parameters)
         check.outcomes += gate.validate(suite, "table", whole, parameters)
     finally:
         new_rows.unpersist()
@@ -315,7 +344,6 @@ class LayerValidation:
         started = time.perf_counter()
         for table in tables:
             suite = self._suites[table]
-            register_views(self.spark, self.settings, suite)
             self.result.tables.append(
                 check_table(
                     self.spark,

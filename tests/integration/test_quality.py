@@ -55,7 +55,7 @@ def test_every_outcome_is_kept_in_a_delta_table(clean):
     assert len(rows) == sum(len(t.outcomes) for c in outcome.checks for t in c.tables)
     assert {r["run_id"] for r in rows} == {"run-clean"}
     assert all(r["success"] for r in rows)
-    assert {r["scope"] for r in rows} == {"new_rows", "table"}
+    assert {r["scope"] for r in rows} == {"new_rows", "partitions", "table"}
     assert {r["severity"] for r in rows} == {"critical", "warning"}
     for row in rows:
         assert (settings.reports / row["docs_page"]).is_file(), row["docs_page"]
@@ -270,6 +270,32 @@ def test_validate_command_names_the_failure_and_exits_non_zero(clean, tmp_path):
     assert "checks silver" in done.stdout and "checks gold" not in done.stdout
     passing = run_cli("validate", "--layer", "gold", "--data-root", str(settings.data_root))
     assert passing.returncode == 0, passing.stderr
+
+
+def test_a_run_checks_keys_on_the_days_its_new_rows_went_to(spark, clean, tmp_path):
+    """`partitions` rules see every row of the new rows' days, and only those days."""
+    settings = copy_tables(clean[0], tmp_path)
+    path = settings.table("silver", "impressions")
+    quiet: Callable[[str], None] = lambda line: None  # noqa: E731
+    week = dt.timedelta(days=7)
+
+    def week_later(row: dict) -> dict:
+        moved = {"event_time": row["event_time"] + week, "event_date": row["event_date"] + week}
+        return {**row, **moved, "impression_id": f"later-{row['impression_id']}"}
+
+    append_rows_like(path, week_later, count=10)  # another day, checked and passed
+    assert validate_tables(spark, settings, ["silver"], quiet, whole_table=False).status == "passed"
+
+    (copied,) = append_rows_like(path, lambda r: r)  # a redelivery of an old row
+    outcome = validate_tables(spark, settings, ["silver"], quiet, whole_table=False)
+    (failure,) = [o for c in outcome.checks for o in c.failures]
+    assert failure.table == "silver/impressions" and failure.scope == "partitions"
+    assert failure.unexpected_count == 2
+    rows = delta_table(path).to_pylist()
+    same_day = [r for r in rows if r["event_date"] == copied["event_date"]]
+    assert failure.rows_checked == len(same_day) <= len(rows) - 10
+    (check,) = [t for c in outcome.checks for t in c.tables if t.table == "silver/impressions"]
+    assert [o.rows_checked for o in check.outcomes if o.scope == "new_rows"][0] == 1
 
 
 # -- gating: a blocking failure stops what comes after it --------------------------

@@ -315,9 +315,7 @@ def test_user_status_is_upserted_and_turns_inactive_after_an_hour(spark, tmp_pat
 # -- runs with no new input ---------------------------------------------------------------
 
 
-def test_a_stream_with_no_new_input_is_not_started_and_resumes_when_input_arrives(
-    spark, tmp_path
-):
+def test_a_stream_with_no_new_input_is_not_started_and_resumes_when_input_arrives(spark, tmp_path):
     h = actions_harness(spark, tmp_path, sessionize_user_actions(), SILVER_SCHEMAS["user_sessions"])
     h.add("actions", [user_action(0, "login"), user_action(20, "logout", "u-2")])
     first = h.run()
