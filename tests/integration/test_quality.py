@@ -295,7 +295,7 @@ def test_a_run_checks_keys_on_the_days_its_new_rows_went_to(spark, clean, tmp_pa
     same_day = [r for r in rows if r["event_date"] == copied["event_date"]]
     assert failure.rows_checked == len(same_day) <= len(rows) - 10
     (check,) = [t for c in outcome.checks for t in c.tables if t.table == "silver/impressions"]
-    assert [o.rows_checked for o in check.outcomes if o.scope == "new_rows"][0] == 1
+    assert next(o.rows_checked for o in check.outcomes if o.scope == "new_rows") == 1
 
 
 # -- gating: a blocking failure stops what comes after it --------------------------
