@@ -55,8 +55,13 @@ def _preview(column: Column) -> Column:
 
 def _problems(fields: list[tuple[Column, Column]]) -> Column:
     """`; `-joined messages of the (condition, message) pairs that hold, or null."""
-    messages = F.array_compact(F.array(*[F.when(cond, msg) for cond, msg in fields]))
-    return F.when(F.size(messages) > 0, F.array_join(messages, "; "))
+    return F.nullif(_join("; ", [F.when(cond, msg) for cond, msg in fields]), F.lit(""))
+
+
+def _join(separator: str, parts: list[Column]) -> Column:
+    """The parts that are not null, joined; `concat_ws` skips nulls and, unlike
+    array functions with lambdas, keeps the projection in generated code."""
+    return F.concat_ws(separator, *parts)
 
 
 def parse_landing_lines(
@@ -66,12 +71,29 @@ def parse_landing_lines(
 
     def transform(lines: DataFrame) -> DataFrame:
         value = F.col("value")
-        is_utf8 = F.expr("is_valid_utf8(value)")
-        size = F.octet_length(value)
-        line_ok = is_utf8 & (size <= max_line_bytes)
+        is_utf8, size = F.col("_utf8"), F.col("_size")
 
-        with_doc = lines.withColumn("_doc", F.when(line_ok, F.expr("try_parse_json(value)")))
-        doc_type = F.expr("schema_of_variant(_doc)")
+        # Every function of the line and of its parsed document, computed once
+        # per line here: the rules below refer to each several times.
+        with_doc = lines.select(
+            "value",
+            "_source_file",
+            F.expr("is_valid_utf8(value)").alias("_utf8"),
+            F.octet_length(value).alias("_size"),
+        ).withColumn(
+            "_doc",
+            F.when(is_utf8 & (size <= max_line_bytes), F.expr("try_parse_json(value)")),
+        )
+        with_doc = with_doc.select(
+            "*",
+            F.expr("schema_of_variant(_doc)").alias("_doc_type"),
+            *[_json_type(name).alias(f"_type_{name}") for name in names],
+            *[
+                F.expr(f"try_variant_get(_doc, '$.{name}', 'string')").alias(f"_text_{name}")
+                for name in names
+            ],
+        )
+        doc_type = F.col("_doc_type")
         line_reason = (
             F.when(~is_utf8, F.lit("not valid UTF-8"))
             .when(
@@ -89,12 +111,12 @@ def parse_landing_lines(
             )
         )
 
-        types = {name: _json_type(name) for name in names}
-        text = {name: F.expr(f"try_variant_get(_doc, '$.{name}', 'string')") for name in names}
+        types = {name: F.col(f"_type_{name}") for name in names}
+        text = {name: F.col(f"_text_{name}") for name in names}
         missing = {name: types[name].isNull() | (types[name] == "VOID") for name in names}
         is_string = {name: types[name] == "STRING" for name in names}
 
-        missing_list = F.array_compact(F.array(*[F.when(missing[n], F.lit(n)) for n in names]))
+        missing_list = _join(", ", [F.when(missing[n], F.lit(n)) for n in names])
         parsed_time = F.expr(
             f"try_cast(try_variant_get(_doc, '$.{EVENT_TIME}', 'string') AS TIMESTAMP)"
         )
@@ -106,8 +128,8 @@ def parse_landing_lines(
         )
         checks: list[tuple[Column, Column]] = [
             (
-                F.size(missing_list) > 0,
-                F.concat(F.lit("missing required field(s): "), F.array_join(missing_list, ", ")),
+                missing_list != "",
+                F.concat(F.lit("missing required field(s): "), missing_list),
             )
         ]
         checks += [
