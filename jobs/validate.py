@@ -295,7 +295,8 @@ def check_table(
     try:
         touched, dates = whole, None
         if since is not None and EVENT_DATE in whole.columns:
-            dates = sorted(r[0] for r in new_rows.select(EVENT_DATE).distinct().collect())
+            found = new_rows.select(EVENT_DATE).distinct().collect()
+            dates = sorted(day for (day,) in found if day is not None)  # null: a row rule fails
             touched = whole.where(F.col(EVENT_DATE).isin(dates))
         register_views(spark, settings, suite, dates)
         check.outcomes = gate.validate(suite, "new_rows", new_rows, parameters)
