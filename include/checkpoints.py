@@ -160,10 +160,11 @@ def caught_up(checkpoint: Path, query: str) -> bool:
     offsets = position.offsets
     if not offsets or not all({"table", "version"} <= offset.keys() for offset in offsets):
         return False
+    from include.delta.source import latest_version
+
     try:
         return all(
-            int(offset["version"]) > DeltaTable(str(offset["table"]), without_files=True).version()
-            for offset in offsets
+            int(offset["version"]) > latest_version(str(offset["table"])) for offset in offsets
         )
     except TableNotFoundError:
         return False  # let the query start and report the missing table itself

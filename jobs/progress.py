@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+CAUGHT_UP = "caught up: no new input, not started"
+
 
 @dataclass
 class StageResult:
@@ -28,9 +30,9 @@ class StageResult:
     progress: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def summary(self) -> str:
-        out = ", ".join(f"{rows:,} {table}" for table, rows in self.rows_out.items())
         if self.caught_up:
-            return f"{self.stage:<30} caught up: no new input, not started"
+            return f"{self.stage:<30} {CAUGHT_UP}"
+        out = ", ".join(f"{rows:,} {table}" for table, rows in self.rows_out.items())
         rate = f", {self.rows_in / self.seconds:,.0f} rows/s" if self.seconds > 0 else ""
         line = (
             f"{self.stage:<30} in {self.rows_in:>10,}  out {out}  "

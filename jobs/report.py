@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from include.settings import Settings
+from jobs.progress import CAUGHT_UP
 
 if TYPE_CHECKING:
     from jobs.pipeline import RunOutcome
@@ -128,7 +129,7 @@ def _stages_section(outcome: RunOutcome) -> str:
         [
             f"<code>{_e(s.stage)}</code>",
             _n(s.rows_in),
-            "caught up: no new input, not started"
+            CAUGHT_UP
             if s.caught_up
             else _e(", ".join(f"{rows:,} {table}" for table, rows in s.rows_out.items())),
             _n(s.batches),

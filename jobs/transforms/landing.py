@@ -117,9 +117,7 @@ def parse_landing_lines(
         is_string = {name: types[name] == "STRING" for name in names}
 
         missing_list = _join(", ", [F.when(missing[n], F.lit(n)) for n in names])
-        parsed_time = F.expr(
-            f"try_cast(try_variant_get(_doc, '$.{EVENT_TIME}', 'string') AS TIMESTAMP)"
-        )
+        parsed_time = text[EVENT_TIME].try_cast("timestamp")
         # From 0001-01-02 to 9999-12-31 in UTC: Spark accepts year 0 and earlier,
         # which Python and pandas cannot represent, and Python's local-time
         # conversion (PySpark's collect) steps a day back, so 0001-01-01 fails too.
