@@ -1,10 +1,18 @@
-"""Nightly table maintenance: compact small files, vacuum, expire old reports.
+"""Nightly table maintenance: compact, vacuum, expire old reports, then validate whole tables.
 
-One task, `lakehouse maintain`, in the writers pool so it never runs beside
-an incremental run or a backfill. Streaming micro-batches leave many small
+maintain -> validate
+
+Both tasks run in the writers pool, so neither runs beside an incremental
+run or a backfill. `maintain`: streaming micro-batches leave many small
 files; compaction commits are skipped by the streams (`dataChange=false`).
 Vacuum keeps 7 days of history; reports, Data Docs pages and parity scratch
 folders are kept 30 days.
+
+`validate` is `lakehouse validate` on every table, whole: the checks a run
+makes see only the days its new rows went to, so an event id reused on
+another day is caught here. Because it passes on the compacted versions,
+the next incremental run checks only rows written after it instead of
+re-checking the compacted files.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from include.orchestration import DEFAULT_ARGS, TAGS, WRITERS_POOL, lakehouse_su
 
 with DAG(
     dag_id="lakehouse_maintenance",
-    description="compact and vacuum every Delta table, expire old reports",
+    description="compact and vacuum every Delta table, expire old reports, validate whole tables",
     schedule="0 3 * * *",
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
@@ -26,9 +34,13 @@ with DAG(
     tags=[*TAGS, "maintenance"],
     doc_md=__doc__,
 ):
-    lakehouse_submit(
+    maintain = lakehouse_submit(
         "maintain",
         ["maintain", "--retain-hours", "168", "--keep-days", "30"],
         pool=WRITERS_POOL,
         execution_timeout=dt.timedelta(hours=2),
     )
+    validate = lakehouse_submit(
+        "validate", ["validate"], pool=WRITERS_POOL, execution_timeout=dt.timedelta(hours=2)
+    )
+    maintain >> validate

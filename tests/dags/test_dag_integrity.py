@@ -176,8 +176,13 @@ def test_backfill_form_accepts_dates_and_rejects_what_the_ui_would(bag):
             params_with(form, **bad)
 
 
-def test_maintenance_dag_runs_nightly_in_the_writers_pool(bag):
+def test_maintenance_dag_runs_nightly_in_the_writers_pool_then_validates_whole_tables(bag):
     dag = bag.dags["lakehouse_maintenance"]
     assert dag.timetable.expression == "0 3 * * *"
-    (task,) = dag.tasks
-    assert task.application_args[0] == "maintain" and task.pool == WRITERS_POOL
+    maintain, validate = dag.get_task("maintain"), dag.get_task("validate")
+    assert len(dag.tasks) == 2
+    assert maintain.application_args[0] == "maintain"
+    # No --new-rows and no --layer: every table of every layer, whole.
+    assert validate.application_args == ["validate"]
+    assert maintain.pool == validate.pool == WRITERS_POOL
+    assert validate.upstream_task_ids == {"maintain"}

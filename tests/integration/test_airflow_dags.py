@@ -18,6 +18,7 @@ import pytest
 from deltalake import DeltaTable
 
 from jobs.backfill import TABLES
+from jobs.validate import last_passed_versions
 from tests.helpers import REPO, delta_count, delta_rows, delta_table, run_cli, settings_for
 
 pytestmark = pytest.mark.slow
@@ -186,6 +187,11 @@ def test_maintenance_compacts_and_vacuums_without_changing_rows_or_reprocessing(
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert sum(len(live_files(path)) for path in tables) < files_before
     assert [delta_rows(path) for path in tables] == rows_before
+    # Then the whole tables passed validation at their compacted versions, so
+    # the next run's checks start after the compaction.
+    passed = last_passed_versions(settings)
+    for (layer, name), path in zip(TABLES, tables, strict=True):
+        assert passed[f"{layer}/{name}"] == DeltaTable(str(path)).version(), name
 
     # Vacuum everything no longer referenced, and expire every report.
     vacuum = run_cli(
