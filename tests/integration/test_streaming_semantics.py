@@ -27,7 +27,7 @@ from jobs.progress import StageResult
 from jobs.streaming import run_available_now
 from jobs.transforms.gold import actions_per_window
 from jobs.transforms.silver import attribute_clicks, dedupe_events
-from jobs.transforms.user_state import sessionize_user_actions, track_user_status
+from jobs.transforms.user_state import USER_BUCKETS, sessionize_user_actions, track_user_status
 from tests.helpers import delta_rows
 
 T0 = dt.datetime(2026, 11, 1, 10, 0)
@@ -276,8 +276,15 @@ def test_unmatched_impressions_wait_until_no_click_can_come(spark, tmp_path):
 # -- sessions and status ------------------------------------------------------------------
 
 
-def test_session_times_out_only_when_the_watermark_passes(spark, tmp_path):
-    h = actions_harness(spark, tmp_path, sessionize_user_actions(), SILVER_SCHEMAS["user_sessions"])
+# State is kept per bucket of users; with one bucket, every user shares one
+# state and one timeout, so a user's timeout also fires while another has input.
+BUCKETS = pytest.mark.parametrize("buckets", [USER_BUCKETS, 1], ids=["buckets", "one-bucket"])
+
+
+@BUCKETS
+def test_session_times_out_only_when_the_watermark_passes(spark, tmp_path, buckets):
+    sessions = sessionize_user_actions(buckets=buckets)
+    h = actions_harness(spark, tmp_path, sessions, SILVER_SCHEMAS["user_sessions"])
     h.add("actions", [user_action(0, "login"), user_action(5), user_action(20, "logout", "u-2")])
     h.run()
     assert h.rows("user_id") == set()
@@ -294,9 +301,11 @@ def test_session_times_out_only_when_the_watermark_passes(spark, tmp_path):
     assert h.rows("user_id", "session_start", "session_end") >= {("u-1", at(0), at(5))}
 
 
-def test_user_status_is_upserted_and_turns_inactive_after_an_hour(spark, tmp_path):
+@BUCKETS
+def test_user_status_is_upserted_and_turns_inactive_after_an_hour(spark, tmp_path, buckets):
+    status = track_user_status(buckets=buckets)
     h = actions_harness(
-        spark, tmp_path, track_user_status(), GOLD_SCHEMAS["user_status"], merge_keys=["user_id"]
+        spark, tmp_path, status, GOLD_SCHEMAS["user_status"], merge_keys=["user_id"]
     )
     h.add("actions", [user_action(0, "login"), user_action(1, "logout", "u-2")])
     h.run()
