@@ -69,6 +69,23 @@ def _state_rows(results: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
+def _increment_seconds(increments: list[dict[str, Any]]) -> str:
+    """Mean seconds of these increments, in all and per layer (where recorded)."""
+    if not increments:
+        return ""
+
+    def mean(values: list[float]) -> float:
+        return round(sum(values) / len(values), 1)
+
+    total = mean([i["seconds"] for i in increments])
+    if not all("layers" in i for i in increments):
+        return f"{total}"
+    layers = " / ".join(
+        str(mean([i["layers"][name] for i in increments])) for name in ("bronze", "silver", "gold")
+    )
+    return f"{total} ({layers})"
+
+
 def _targets(results: dict[str, Any]) -> list[list[Any]]:
     largest = results["history"][-1]
     run = largest["run"]
@@ -225,11 +242,19 @@ def markdown(results: dict[str, Any]) -> str:
             ),
         ]
         lines += _table(
-            ["store", "mean s per increment", "peak MiB"],
+            [
+                "store",
+                "mean s per increment",
+                "first 5 after #1: s (bronze / silver / gold)",
+                "last 5: s (bronze / silver / gold)",
+                "peak MiB",
+            ],
             [
                 [
                     store,
                     round(sum(i["seconds"] for i in f["increments"]) / len(f["increments"]), 1),
+                    _increment_seconds(f["increments"][1:6]),
+                    _increment_seconds(f["increments"][-5:]),
                     _memory(f["peak_mib"]),
                 ]
                 for store, f in results["state"].items()

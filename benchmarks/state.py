@@ -4,8 +4,8 @@
 (state store from LAKEHOUSE_STATE_STORE). Each increment lands one more day
 of events, then every bronze, silver and gold query runs once
 (Trigger.AvailableNow, no quality checks: they hold no state). After each
-increment it prints one JSON line: seconds, and rows and memory of every
-stateful operator.
+increment it prints one JSON line: seconds (in all and per layer), and rows
+and memory of every stateful operator.
 """
 
 from __future__ import annotations
@@ -36,6 +36,10 @@ def main(root: Path, increments: int, events: int) -> None:
             "increment": increment + 1,
             "seconds": round(time.perf_counter() - started, 2),
             "rows_in": sum(r.rows_in for r in results if r.stage.startswith("bronze/")),
+            "layers": {
+                layer: round(sum(r.seconds for r in results if r.stage.startswith(f"{layer}/")), 2)
+                for layer in ("bronze", "silver", "gold")
+            },
             "operators": {r.stage: r.state_operators for r in results if r.state_operators},
         }
         print(json.dumps(line), flush=True)
