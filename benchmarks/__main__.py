@@ -35,7 +35,15 @@ from typing import Any
 
 import psutil
 
-from benchmarks.harness import LAKEHOUSE, Measured, lakehouse, measure, mib, run_summary
+from benchmarks.harness import (
+    LAKEHOUSE,
+    Measured,
+    lakehouse,
+    measure,
+    mib,
+    run_summary,
+    seconds_by_layer,
+)
 from benchmarks.references import duckdb_gold
 from benchmarks.report import label, markdown
 from jobs.generate import GeneratorConfig, generate
@@ -86,10 +94,7 @@ def run_figures(root: Path, measured: Measured) -> dict[str, Any]:
     summary = run_summary(root, measured)
     stages = summary["stages"]
     lines = sum(s["rows_in"] for s in stages if s["stage"].startswith("bronze/"))
-    per_layer = {
-        layer: round(sum(s["seconds"] for s in stages if s["stage"].startswith(f"{layer}/")), 2)
-        for layer in ("bronze", "silver", "gold")
-    }
+    per_layer = seconds_by_layer((s["stage"], s["seconds"]) for s in stages)
     per_layer["validation"] = round(sum(c["seconds"] for c in summary["checks"]), 2)
     run_seconds = summary["seconds"]
     return {

@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,17 @@ from include.processes import process_tree
 SAMPLE_SECONDS = 0.2
 RUN_ID = re.compile(r"\(run_id (\S+)\)")
 LAKEHOUSE = [sys.executable, "-m", "jobs"]
+LAYERS = ("bronze", "silver", "gold")
+
+
+def seconds_by_layer(stages: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """Seconds of (stage, seconds) pairs summed per layer ("silver/clicks" is silver)."""
+    totals = dict.fromkeys(LAYERS, 0.0)
+    for stage, seconds in stages:
+        layer = stage.split("/")[0]
+        if layer in totals:
+            totals[layer] += seconds
+    return {layer: round(total, 2) for layer, total in totals.items()}
 
 
 @dataclass

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.harness import seconds_by_layer
 from include.settings import Settings
 from include.spark import get_spark
 from jobs.generate import GeneratorConfig, generate
@@ -36,10 +37,7 @@ def main(root: Path, increments: int, events: int) -> None:
             "increment": increment + 1,
             "seconds": round(time.perf_counter() - started, 2),
             "rows_in": sum(r.rows_in for r in results if r.stage.startswith("bronze/")),
-            "layers": {
-                layer: round(sum(r.seconds for r in results if r.stage.startswith(f"{layer}/")), 2)
-                for layer in ("bronze", "silver", "gold")
-            },
+            "layers": seconds_by_layer((r.stage, r.seconds) for r in results),
             "operators": {r.stage: r.state_operators for r in results if r.state_operators},
         }
         print(json.dumps(line), flush=True)

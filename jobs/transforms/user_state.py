@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame
@@ -49,7 +50,7 @@ SESSION_ROWS = T.StructType(
 # Part of the queries' state: changing it needs new checkpoints.
 USER_BUCKETS = 256
 # A bucket's users as one JSON string, {user_id: [open actions, close time]}
-# for sessions and {user_id: [*Status, timeout]} for status: pyspark 4.2's
+# for sessions and {user_id: [Status, timeout]} for status: pyspark 4.2's
 # Python worker cannot read an array- or map-typed state schema
 # (KeyError: 'elementType').
 SESSION_STATE = T.StructType([T.StructField("open_actions_by_user", T.StringType())])
@@ -93,21 +94,42 @@ def _watermark_us(state: GroupState) -> int:
 
 
 def _due(users: dict[str, list], watermark_us: int) -> list[str]:
-    """Users whose time (the last item of their entry) the watermark has passed.
+    """Users whose time the watermark has passed.
 
     Per user, Spark would fire the timeout `time // 1000` ms once the
     watermark (ms) is past it, which is exactly when `time < watermark_us`.
     """
-    return [user for user, entry in users.items() if entry[-1] < watermark_us]
+    return [user for user, (_, time) in users.items() if time < watermark_us]
 
 
-def _save(state: GroupState, users: dict[str, list]) -> None:
-    """Keep the bucket's users, timing out at the earliest user's time; none left: remove."""
-    if not users:
+# One user's step: (user, what state kept for them or None, their new actions,
+# watermark) -> (what to keep, the time the watermark must pass to call them
+# again or None to forget them, output rows).
+UserStep = Callable[[str, Any, list[Action], int], tuple[Any, int | None, list[Any]]]
+
+
+def _advance_bucket(state: GroupState, frames: Iterator[pd.DataFrame], step: UserStep) -> list[Any]:
+    """Run `step` for the bucket's users with new actions or whose time has passed.
+
+    The bucket's state maps each user to [kept, time]; its timeout is the
+    earliest time, and with no user left the state is removed.
+    """
+    users: dict[str, list] = json.loads(state.get[0]) if state.exists else {}
+    watermark = _watermark_us(state)
+    new = _actions_by_user(frames)
+    rows: list[Any] = []
+    for user in {*new, *_due(users, watermark)}:
+        kept = users.pop(user, [None, None])[0]
+        kept, time, out = step(user, kept, new.get(user, []), watermark)
+        if time is not None:
+            users[user] = [kept, time]
+        rows += out
+    if users:
+        state.update((json.dumps(users),))
+        state.setTimeoutTimestamp(min(time for _, time in users.values()) // 1000)
+    else:
         state.remove()
-        return
-    state.update((json.dumps(users),))
-    state.setTimeoutTimestamp(min(entry[-1] for entry in users.values()) // 1000)
+    return rows
 
 
 def _per_bucket(
@@ -143,22 +165,18 @@ def _sessions_frame(sessions: list[Session]) -> pd.DataFrame:
     )
 
 
+def _session_step(
+    user: str, kept: list | None, new: list[Action], watermark_us: int
+) -> tuple[list[Action], int | None, list[Session]]:
+    buffered = [Action(*a) for a in kept or []]
+    closed, still_open = advance_sessions(user, buffered, new, watermark_us)
+    return still_open, next_timeout(still_open), closed
+
+
 def _sessions_with_state(
     key: tuple, frames: Iterator[pd.DataFrame], state: GroupState
 ) -> Iterator[pd.DataFrame]:
-    users: dict[str, list] = json.loads(state.get[0]) if state.exists else {}
-    watermark = _watermark_us(state)
-    new = _actions_by_user(frames)
-    closed: list[Session] = []
-    for user in {*new, *_due(users, watermark)}:
-        buffered = [Action(*a) for a in users.pop(user, [[], None])[0]]
-        now_closed, still_open = advance_sessions(user, buffered, new.get(user, []), watermark)
-        closed += now_closed
-        timeout = next_timeout(still_open)
-        if timeout is not None:
-            users[user] = [still_open, timeout]
-    _save(state, users)
-    yield _sessions_frame(closed)
+    yield _sessions_frame(_advance_bucket(state, frames, _session_step))
 
 
 def sessionize_user_actions(
@@ -227,25 +245,20 @@ def _status_timeout(current: Status, watermark_us: int) -> int | None:
     return None
 
 
+def _status_step(
+    user: str, kept: list | None, new: list[Action], watermark_us: int
+) -> tuple[Status, int | None, list[tuple[str, Status]]]:
+    previous = Status(*kept) if kept else None
+    current = advance_status(previous, new, watermark_us)
+    assert current is not None  # called with actions, or for a user with state
+    changed = [(user, current)] if current != previous else []
+    return current, _status_timeout(current, watermark_us), changed
+
+
 def _status_with_state(
     key: tuple, frames: Iterator[pd.DataFrame], state: GroupState
 ) -> Iterator[pd.DataFrame]:
-    users: dict[str, list] = json.loads(state.get[0]) if state.exists else {}
-    watermark = _watermark_us(state)
-    new = _actions_by_user(frames)
-    changed: list[tuple[str, Status]] = []
-    for user in {*new, *_due(users, watermark)}:
-        entry = users.pop(user, None)
-        previous = Status(*entry[:-1]) if entry else None
-        current = advance_status(previous, new.get(user, []), watermark)
-        assert current is not None  # called with actions, or for a user with state
-        timeout = _status_timeout(current, watermark)
-        if timeout is not None:
-            users[user] = [*current, timeout]
-        if current != previous:
-            changed.append((user, current))
-    _save(state, users)
-    yield _status_frame(changed)
+    yield _status_frame(_advance_bucket(state, frames, _status_step))
 
 
 def track_user_status(
