@@ -88,8 +88,13 @@ def _sample(root: psutil.Process) -> dict[str, int]:
 
 
 def measure(argv: list[str], log: Path, env: dict[str, str] | None = None) -> Measured:
-    """Run argv to completion; fail with its output if it exits non-zero."""
+    """Run argv to completion; fail with its output if it exits non-zero.
+
+    The writes of earlier commands are flushed to disk first, so that their
+    write-back is not charged to this one.
+    """
     log.parent.mkdir(parents=True, exist_ok=True)
+    os.sync()
     started = time.perf_counter()
     with log.open("w") as out:
         process = subprocess.Popen(

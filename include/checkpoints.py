@@ -27,9 +27,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
@@ -145,20 +147,51 @@ def read_position(checkpoint: Path, query: str) -> Position | None:
     )
 
 
-def caught_up(checkpoint: Path, query: str) -> bool:
-    """True when a stream of Delta tables has read every version of them: starting it
-    would plan no micro-batch (Spark would only look for new offsets and stop).
+def files_read(checkpoint: Path, query: str) -> set[str]:
+    """The absolute paths of every file a file-source stream has read.
 
-    Its last planned batch must be committed and each source offset
-    (`include.delta.source`: table, version, index) must be past the table's
-    latest version. A stream of another source, a new checkpoint or an
-    uncommitted batch is never caught up.
+    Spark logs the files of each micro-batch in `sources/0/<batch>` and, every
+    tenth batch, writes all entries so far to `sources/0/<batch>.compact`
+    (older log files may then be deleted). The latest compaction and the
+    batches after it hold every file read.
+    """
+    folder = checkpoint / "sources" / "0"
+    logs: dict[Path, tuple[int, bool]] = {}
+    for path in folder.iterdir() if folder.is_dir() else []:
+        batch, _, suffix = path.name.partition(".")
+        if batch.isdigit() and suffix in ("", "compact"):
+            logs[path] = (int(batch), suffix == "compact")
+    compacted = max((batch for batch, compact in logs.values() if compact), default=-1)
+    return {
+        unquote(urlparse(str(entry["path"])).path)
+        for path, (batch, compact) in logs.items()
+        if batch > compacted or (compact and batch == compacted)
+        for entry in _log_entries(path, query)
+        if isinstance(entry, dict) and "path" in entry
+    }
+
+
+def caught_up(checkpoint: Path, query: str, files: Sequence[Path] | None = None) -> bool:
+    """True when starting the stream would plan no micro-batch: it has read all its input.
+
+    Its last planned batch must be committed, and
+    - a stream of Delta tables: each source offset (`include.delta.source`:
+      table, version, index) is past the table's latest version;
+    - a stream of files: every one of `files` (what its source would list
+      now) is in its log of files read. Spark's file source never reads a
+      path twice, so nothing else could make a batch.
+    A new checkpoint or an uncommitted batch is never caught up.
     """
     position = read_position(checkpoint, query)
     if position is None or position.planned is None or position.planned != position.completed:
         return False
     offsets = position.offsets
-    if not offsets or not all({"table", "version"} <= offset.keys() for offset in offsets):
+    if not offsets:
+        return False
+    if files is not None and all(offset.keys() == {"logOffset"} for offset in offsets):
+        read = files_read(checkpoint, query)
+        return all(str(path.absolute()) in read for path in files)
+    if not all({"table", "version"} <= offset.keys() for offset in offsets):
         return False
     from include.delta.source import latest_version
 

@@ -34,7 +34,29 @@ from jobs.transforms.landing import parse_landing_lines
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-LANDING_FILES = "*.{json,jsonl,gz}"
+LANDING_SUFFIXES = (".json", ".jsonl", ".gz")
+LANDING_FILES = "*.{" + ",".join(suffix[1:] for suffix in LANDING_SUFFIXES) + "}"
+
+
+def landing_files(folder: Path) -> list[Path] | None:
+    """The files the landing stream of `folder` lists, as Spark's file source does.
+
+    Spark skips names starting with `.` or `_` (unless they hold `=`). None
+    when in doubt (a subfolder, which Spark may read as a partition): the
+    stream is then started and Spark decides.
+    """
+    if not folder.is_dir():
+        return []
+    files = []
+    for entry in folder.iterdir():
+        name = entry.name
+        if name.startswith(".") or (name.startswith("_") and "=" not in name):
+            continue
+        if not entry.is_file():
+            return None
+        if name.endswith(LANDING_SUFFIXES):
+            files.append(entry)
+    return files
 
 
 def read_landing(spark: SparkSession, settings: Settings, source: SourceSpec) -> DataFrame:
@@ -136,6 +158,7 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpe
         checkpoint,
         write_batch,
         [bronze.table_path, quarantine.table_path],
+        files=landing_files(settings.landing / source.name),
     )
     result.rows_out = {"bronze": bronze.rows_written, "quarantine": quarantine.rows_written}
     return result

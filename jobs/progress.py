@@ -24,7 +24,7 @@ class StageResult:
     state_rows: int | None = None
     # Per stateful operator after the run: name, rows held, memory used (bytes).
     state_operators: list[dict[str, Any]] = field(default_factory=list)
-    # Not started: its Delta sources had no version it had not read.
+    # Not started: its sources had nothing it had not read (include.checkpoints.caught_up).
     caught_up: bool = False
     # Spark's progress of each micro-batch (JSON), for the event log.
     progress: list[dict[str, Any]] = field(default_factory=list, repr=False)

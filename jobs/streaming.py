@@ -23,17 +23,19 @@ def run_available_now(
     write_batch: BatchWriter,
     tables: Sequence[Path],
     output_mode: str = "append",
+    files: Sequence[Path] | None = None,
 ) -> StageResult:
     """Process everything available now, in micro-batches, then stop.
 
     `build` makes the streaming DataFrame. `tables` are the Delta tables
     `write_batch` commits to; the checkpoint is checked against them before the
-    query starts. A stream of Delta tables that has read all of them is not
-    started at all: it would plan no batch, and starting it costs about a second.
+    query starts. A stream that has read all its input (every version of its
+    Delta tables; every one of `files`, for a stream of landing files) is not
+    started at all: it would plan no batch, and starting it costs a second or more.
     """
     guard(checkpoint, name, list(tables))
     result = StageResult(name)
-    if caught_up(checkpoint, name):
+    if caught_up(checkpoint, name, files):
         result.caught_up = True
         return result
     with timed(result):

@@ -63,7 +63,22 @@ def test_a_second_run_with_no_new_files_changes_nothing(spark, settings):
     before = versions(settings)
     results = list(run_bronze(spark, settings))
     assert versions(settings) == before
-    assert all(r.rows_in == 0 for r in results)
+    # Every landing file is in its stream's log of files read: no query is started.
+    assert all(r.caught_up and r.rows_in == 0 for r in results)
+
+    # Files Spark does not list (hidden, another format) start nothing either.
+    clicks = settings.landing / "clicks"
+    line = landing_lines(settings.landing, "clicks")[0]
+    (clicks / ".clicks-late.jsonl").write_text('{"not": "read"}\n')
+    (clicks / "_SUCCESS").write_text("")
+    (clicks / "notes.txt").write_text("not read\n")
+    assert all(r.caught_up for r in run_bronze(spark, settings))
+
+    # One new file starts exactly its source's stream, which reads exactly it.
+    (clicks / "clicks-late.jsonl").write_bytes(line + b"\n")
+    results = {r.stage: r for r in run_bronze(spark, settings)}
+    assert {stage for stage, r in results.items() if not r.caught_up} == {"bronze/clicks"}
+    assert results["bronze/clicks"].rows_in == 1
 
 
 def test_files_arriving_between_runs_are_ingested_exactly_once(spark, settings, tmp_path):
@@ -93,9 +108,26 @@ def test_admission_control_splits_a_backlog_into_batches(spark, settings):
 
     small_batches = dataclasses.replace(settings, max_files_per_trigger=5)
     generate(GeneratorConfig(events=2000, seed=31, file_minutes=60), settings.landing)
-    results = {r.stage: r for r in run_bronze(spark, small_batches)}
+    # Spark compacts its log of files read every `compactInterval` batches (10 by
+    # default) and deletes the log files the compaction covers.
+    log_conf = {
+        "spark.sql.streaming.fileSource.log.compactInterval": "2",
+        "spark.sql.streaming.fileSource.log.cleanupDelay": "0",
+    }
+    for key, value in log_conf.items():
+        spark.conf.set(key, value)
+    try:
+        results = {r.stage: r for r in run_bronze(spark, small_batches)}
+    finally:
+        for key in log_conf:
+            spark.conf.unset(key)
     files = len(list((settings.landing / "impressions").iterdir()))
     assert results["bronze/impressions"].batches == -(-files // 5)
     assert delta_count(settings.table("bronze", "impressions")) + delta_count(
         settings.table("quarantine", "impressions")
     ) == len(landing_lines(settings.landing, "impressions"))
+
+    # The compacted log still names every file read: the next run starts no query.
+    log = settings.checkpoint("bronze", "impressions") / "sources" / "0"
+    assert any(path.name.endswith(".compact") for path in log.iterdir())
+    assert all(r.caught_up for r in run_bronze(spark, small_batches))
