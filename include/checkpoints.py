@@ -100,7 +100,7 @@ def restart_version(checkpoint: Path, table: Path) -> int | None:
     return None if version is None else int(version)
 
 
-def _log_entries(path: Path, query: str) -> list[Any]:
+def _log_entries(checkpoint: Path, path: Path, query: str) -> list[Any]:
     """A Spark metadata-log file: a version line (`v1`), then one JSON value per line."""
     text = path.read_text(errors="replace")
     lines = text.split("\n")
@@ -110,7 +110,7 @@ def _log_entries(path: Path, query: str) -> list[Any]:
         return [None if line == "-" else json.loads(line) for line in lines[1:] if line]
     except ValueError:
         raise CheckpointError(
-            path.parent.parent,
+            checkpoint,
             query,
             f"{path} is truncated or not a Spark log file ({len(text)} bytes).",
         ) from None
@@ -136,9 +136,9 @@ def read_position(checkpoint: Path, query: str) -> Position | None:
     completed = _latest(checkpoint / "commits")
     offsets: list[dict[str, Any]] = []
     if planned is not None:
-        offsets = [o for o in _log_entries(planned, query)[1:] if isinstance(o, dict)]
+        offsets = [o for o in _log_entries(checkpoint, planned, query)[1:] if isinstance(o, dict)]
     if completed is not None:
-        _log_entries(completed, query)
+        _log_entries(checkpoint, completed, query)
     return Position(
         query_id,
         int(planned.name) if planned else None,
@@ -166,7 +166,7 @@ def files_read(checkpoint: Path, query: str) -> set[str]:
         unquote(urlparse(str(entry["path"])).path)
         for path, (batch, compact) in logs.items()
         if batch > compacted or (compact and batch == compacted)
-        for entry in _log_entries(path, query)
+        for entry in _log_entries(checkpoint, path, query)
         if isinstance(entry, dict) and "path" in entry
     }
 
