@@ -63,14 +63,15 @@ audit:
 	$(AUDIT_VENV)/bin/python .ci/audit.py || [ $$? = 2 ]
 
 # One test renders the run report in headless Chromium. Where this is a Debian
-# machine and we are root, install Debian's chromium; elsewhere that test skips.
+# machine and we are root (CI), install Debian's chromium, and fail if that
+# fails; elsewhere (no root) that test skips.
 browser:
 	@command -v chromium >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing Debian's chromium for the report rendering test"; \
 	    { apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; } \
-	      >/dev/null 2>&1 || echo "could not install chromium: the report rendering test will skip"; \
-	  else echo "chromium not found: the report rendering test will skip"; fi; }
+	      >/dev/null 2>&1 || { echo "could not install chromium with apt-get"; exit 1; }; \
+	  else echo "chromium not found and not root: the report rendering test will skip"; fi; }
 
 lint: setup
 	$(BIN)/ruff check .

@@ -26,9 +26,9 @@ PARQUET = "(FORMAT parquet, COMPRESSION snappy)"
 
 
 def spark_ceiling(root: Path, out: Path) -> dict[str, Any]:
+    from include.landing import LANDING_FILES
     from include.settings import Settings
     from include.spark import get_spark
-    from jobs.bronze import LANDING_FILES
 
     settings = Settings.load(data_root=root)
     started = time.perf_counter()
@@ -61,7 +61,7 @@ def _landing(landing: Path, source: str) -> str:
         FROM read_json('{landing / source}/*', format = 'newline_delimited',
                        columns = {{{columns}}}, ignore_errors = true, filename = true)
         WHERE {strings} AND regexp_matches(event_time ->> '$', '{ISO_TIMESTAMP}')
-          AND {time} >= TIMESTAMPTZ '{EARLIEST_EVENT_TIME}+00'
+          AND {time} >= TIMESTAMPTZ '{EARLIEST_EVENT_TIME.isoformat()}'
         QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY filename) = 1
     """
 

@@ -31,12 +31,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from include.errors import LakehouseError
+from include.landing import local_path
 
 SIDECAR = "lakehouse.json"
 RETIRED = "_retired"
@@ -163,7 +163,7 @@ def files_read(checkpoint: Path, query: str) -> set[str]:
             logs[path] = (int(batch), suffix == "compact")
     compacted = max((batch for batch, compact in logs.values() if compact), default=-1)
     return {
-        unquote(urlparse(str(entry["path"])).path)
+        str(local_path(str(entry["path"])))
         for path, (batch, compact) in logs.items()
         if batch > compacted or (compact and batch == compacted)
         for entry in _log_entries(checkpoint, path, query)

@@ -6,6 +6,7 @@ default. Nothing reads the environment anywhere else.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 from dataclasses import dataclass
@@ -63,6 +64,9 @@ class Settings:
     max_line_bytes: int
     # How long a writer (run, backfill, maintain, recover) waits for another one.
     lock_timeout_seconds: int
+    # An event time more than this after its line's ingestion is quarantined
+    # as "in the future" (a sender's wrong clock), before it can move a watermark.
+    future_tolerance: dt.timedelta = dt.timedelta(hours=24)
     # State store of new stateful queries: "rocksdb" (default) or "hdfs" (Spark's
     # default, in the JVM heap). A checkpoint keeps the store it was created with.
     state_store: str = "rocksdb"
@@ -84,6 +88,7 @@ class Settings:
             max_files_per_trigger=_env_int("LAKEHOUSE_MAX_FILES_PER_TRIGGER", 100),
             max_line_bytes=_env_int("LAKEHOUSE_MAX_LINE_BYTES", 1024 * 1024),
             lock_timeout_seconds=_env_int("LAKEHOUSE_LOCK_TIMEOUT", 900, minimum=0),
+            future_tolerance=dt.timedelta(hours=_env_int("LAKEHOUSE_FUTURE_TOLERANCE_HOURS", 24)),
             state_store=_state_store(os.environ.get("LAKEHOUSE_STATE_STORE") or "rocksdb"),
         )
 

@@ -1,9 +1,13 @@
 """Bronze: landing JSON-lines files to one Delta table per source, plus quarantine.
 
-One `availableNow` query per source with its own checkpoint. The file source
-remembers which files it has read; the Delta sink commits each micro-batch
-once. Accepted lines go to `bronze/<source>`, rejected ones to
-`quarantine/<source>` with the reason, in the same micro-batch.
+One `availableNow` query per source with its own checkpoint. Its stream is
+Spark's file source listing the new landing files (it remembers which files
+it has handed out); each micro-batch vets its gzip files, reads the lines of
+the readable ones and parses them (`include.landing` says why files are not
+read by the stream itself). The Delta sink commits each micro-batch once.
+Accepted lines go to `bronze/<source>`; rejected ones, and one row per
+unreadable file, to `quarantine/<source>` with the reason, in the same
+micro-batch.
 
 Each micro-batch also appends how many lines it read to the ingest ledger
 (`lakehouse/_meta/bronze_ledger`), exactly once per batch like the data. The
@@ -25,6 +29,7 @@ from pyspark.sql import functions as F
 from include.checkpoints import read_sidecar
 from include.delta import DeltaStreamSink
 from include.delta.writes import append_rows
+from include.landing import landing_files, new_landing_files, read_lines, unreadable_files
 from include.settings import Settings
 from jobs.contract import QUARANTINE_SCHEMA, SOURCES, SourceSpec
 from jobs.progress import StageResult
@@ -32,47 +37,7 @@ from jobs.streaming import run_available_now
 from jobs.transforms.landing import parse_landing_lines
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
-LANDING_SUFFIXES = (".json", ".jsonl", ".gz")
-LANDING_FILES = "*.{" + ",".join(suffix[1:] for suffix in LANDING_SUFFIXES) + "}"
-
-
-def landing_files(folder: Path) -> list[Path] | None:
-    """The files the landing stream of `folder` lists, as Spark's file source does.
-
-    Spark skips names starting with `.` or `_` (unless they hold `=`). None
-    when in doubt (a subfolder, which Spark may read as a partition): the
-    stream is then started and Spark decides.
-    """
-    if not folder.is_dir():
-        return []
-    files = []
-    for entry in folder.iterdir():
-        name = entry.name
-        if name.startswith(".") or (name.startswith("_") and "=" not in name):
-            continue
-        if not entry.is_file():
-            return None
-        if name.endswith(LANDING_SUFFIXES):
-            files.append(entry)
-    return files
-
-
-def read_landing(spark: SparkSession, settings: Settings, source: SourceSpec) -> DataFrame:
-    folder = settings.landing / source.name
-    folder.mkdir(parents=True, exist_ok=True)
-    return (
-        spark.readStream.format("text")
-        .option("pathGlobFilter", LANDING_FILES)
-        .option("maxFilesPerTrigger", settings.max_files_per_trigger)
-        # The default (7 days) silently skips files older than the newest seen
-        # one by more than that; a late-arriving old file must still be read.
-        .option("maxFileAge", "36500d")
-        .load(str(folder))
-        .select("value", F.col("_metadata.file_path").alias("_source_file"))
-    )
-
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 LEDGER_SCHEMA = pa.schema(
     [
@@ -110,29 +75,27 @@ def record_lines_read(
 
 def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpec) -> StageResult:
     checkpoint = settings.checkpoint("bronze", source.name)
+    folder = settings.landing / source.name
+    folder.mkdir(parents=True, exist_ok=True)
     bronze = DeltaStreamSink(
         settings.table("bronze", source.name), source.bronze_schema, checkpoint
     )
     quarantine = DeltaStreamSink(
         settings.table("quarantine", source.name), QUARANTINE_SCHEMA, checkpoint
     )
-
-    def parsed() -> DataFrame:
-        return (
-            read_landing(spark, settings, source)
-            .transform(parse_landing_lines(source, settings.max_line_bytes))
-            .withColumn("_ingested_at", F.current_timestamp())
-        )
-
     # After `lakehouse recover --layer bronze` the new checkpoint reads every
     # landing file again: lines of files a table already holds are not written twice.
     already_in = read_sidecar(checkpoint).get("skip_files", {})
+    lines_read = 0
 
     def new_lines(frame: DataFrame, table: str) -> DataFrame:
         files = already_in.get(table)
         return frame.where(~F.col("_source_file").isin(files)) if files else frame
 
-    def write_batch(batch: DataFrame, batch_id: int) -> None:
+    def write_batch(files: DataFrame, batch_id: int) -> None:
+        nonlocal lines_read
+        listed = files.collect()
+        batch = parsed_lines(spark, settings, source, listed)
         # Parsed once, read three times (bronze, quarantine, count). On disk, not
         # in memory: a micro-batch can be one landing file of any size, and
         # caching it in memory ran a 1 GiB file out of a 1 GiB heap.
@@ -145,23 +108,54 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpe
                 ),
                 "quarantine",
             )
-            lines_read = accepted.count() + rejected.count() if already_in else batch.count()
+            batch_lines = accepted.count() + rejected.count() if already_in else batch.count()
             bronze.write(accepted, batch_id)
             quarantine.write(rejected, batch_id)
-            record_lines_read(settings, source, bronze.app_id, batch_id, lines_read)
+            record_lines_read(settings, source, bronze.app_id, batch_id, batch_lines)
+            lines_read += batch_lines
         finally:
             batch.unpersist()
 
     result = run_available_now(
         f"bronze/{source.name}",
-        parsed,
+        lambda: new_landing_files(spark, folder, settings.max_files_per_trigger),
         checkpoint,
         write_batch,
         [bronze.table_path, quarantine.table_path],
-        files=landing_files(settings.landing / source.name),
+        files=landing_files(folder),
     )
+    # Spark counts the files of each batch; the lines are what bronze reports.
+    result.rows_in = lines_read
     result.rows_out = {"bronze": bronze.rows_written, "quarantine": quarantine.rows_written}
     return result
+
+
+def parsed_lines(
+    spark: SparkSession, settings: Settings, source: SourceSpec, files: list[Row]
+) -> DataFrame:
+    """Every line of a micro-batch's files parsed, plus one row per unreadable file.
+
+    Gzip files are vetted before Spark reads anything (`include.landing`): an
+    unreadable one becomes a quarantine row and is not read at all, so it can
+    neither fail the batch nor exhaust memory.
+    """
+    ingested_at = F.timestamp_micros(F.lit(files[0]["_ingested_at_us"] if files else 0))
+    uris = [row["_source_file"] for row in files]
+    unreadable = unreadable_files(uris, settings.max_line_bytes)
+    readable = [uri for uri in uris if uri not in unreadable]
+    parse = parse_landing_lines(source, settings.max_line_bytes, settings.future_tolerance)
+    empty = spark.createDataFrame([], "value string, _source_file string")
+    lines = read_lines(spark, readable) if readable else empty
+    parsed = lines.withColumn("_ingested_at", ingested_at).transform(parse)
+    if not unreadable:
+        return parsed
+    damaged = spark.createDataFrame(
+        list(unreadable.items()), "_source_file string, _reject_reason string"
+    )
+    return parsed.unionByName(
+        damaged.withColumn("raw", F.lit("")).withColumn("_ingested_at", ingested_at),
+        allowMissingColumns=True,
+    )
 
 
 def run_bronze(spark: SparkSession, settings: Settings) -> Iterator[StageResult]:

@@ -1,19 +1,28 @@
 """Parse raw landing lines into typed events, or a reason why not.
 
-Input: one row per line, `value` (the line's bytes as Spark read them) and
-`_source_file`. Output: the source's typed fields, `_reject_reason` (null for
-an accepted line), and `raw` / `raw_base64` for the quarantine.
+Input: one row per line, `value` (the line's bytes as Spark read them),
+`_source_file` and `_ingested_at` (when the driver planned the micro-batch).
+Output: the source's typed fields, `_reject_reason` (null for an accepted
+line), `raw` / `raw_base64` for the quarantine, `_source_file`, `_ingested_at`.
 
 Every line yields exactly one output row, so lines read = accepted + rejected.
 Checks, in order: UTF-8, size, empty, JSON syntax, JSON object; then every
-field problem is listed (missing or null, wrong type, bad timestamp, unknown
-enum value). Nothing is repaired: a line with any problem is rejected whole.
+field problem is listed (missing or null, wrong type, bad timestamp, event
+time out of the accepted range, unknown enum value). Nothing is repaired: a
+line with any problem is rejected whole.
+
+The accepted event times run from `EARLIEST_EVENT_TIME` to `_ingested_at`
+plus the future tolerance. Later ones come from a wrong clock and would move
+the watermark so far that every later event of the source counted as late.
+Earlier ones cannot cross into pandas (nanosecond timestamps, from 1677),
+which the per-user state functions use; before 1900 no event is plausible.
 The JSON is parsed once into a VARIANT so the JSON type of each field can be
 checked (`from_json` would silently turn the number 5 into the string "5").
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 
 from pyspark.sql import Column, DataFrame
@@ -23,7 +32,7 @@ from jobs.contract import EVENT_TIME, SourceSpec
 
 # ISO-8601 date-time with seconds and a UTC offset; fractions up to nanoseconds.
 ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
-EARLIEST_EVENT_TIME = "0001-01-02 00:00:00"
+EARLIEST_EVENT_TIME = dt.datetime(1900, 1, 1, tzinfo=dt.UTC)
 RAW_PREVIEW_CHARS = 1000
 VALUE_PREVIEW_CHARS = 60
 # The class of a reason: the reason without its details (values, sizes),
@@ -65,7 +74,7 @@ def _join(separator: str, parts: list[Column]) -> Column:
 
 
 def parse_landing_lines(
-    source: SourceSpec, max_line_bytes: int
+    source: SourceSpec, max_line_bytes: int, future_tolerance: dt.timedelta
 ) -> Callable[[DataFrame], DataFrame]:
     names = source.fields
 
@@ -78,6 +87,7 @@ def parse_landing_lines(
         with_doc = lines.select(
             "value",
             "_source_file",
+            "_ingested_at",
             F.expr("is_valid_utf8(value)").alias("_utf8"),
             F.octet_length(value).alias("_size"),
         ).withColumn(
@@ -117,12 +127,11 @@ def parse_landing_lines(
         is_string = {name: types[name] == "STRING" for name in names}
 
         missing_list = _join(", ", [F.when(missing[n], F.lit(n)) for n in names])
-        parsed_time = text[EVENT_TIME].try_cast("timestamp")
-        # From 0001-01-02 to 9999-12-31 in UTC: Spark accepts year 0 and earlier,
-        # which Python and pandas cannot represent, and Python's local-time
-        # conversion (PySpark's collect) steps a day back, so 0001-01-01 fails too.
-        event_time = F.when(
-            parsed_time >= F.expr(f"TIMESTAMP '{EARLIEST_EVENT_TIME}'"), parsed_time
+        event_time = text[EVENT_TIME].try_cast("timestamp")
+        time_text = _preview(text[EVENT_TIME])
+        is_timestamp = is_string[EVENT_TIME] & text[EVENT_TIME].rlike(ISO_TIMESTAMP)
+        latest = F.col("_ingested_at") + F.expr(
+            f"INTERVAL {int(future_tolerance.total_seconds())} SECONDS"
         )
         checks: list[tuple[Column, Column]] = [
             (
@@ -137,17 +146,32 @@ def parse_landing_lines(
             )
             for n in names
         ]
-        checks.append(
+        checks += [
             (
-                is_string[EVENT_TIME]
-                & (~text[EVENT_TIME].rlike(ISO_TIMESTAMP) | event_time.isNull()),
+                is_string[EVENT_TIME] & (~is_timestamp | event_time.isNull()),
                 F.format_string(
                     f"bad timestamp in '{EVENT_TIME}': '%s' (expected ISO-8601 with offset, "
                     "e.g. 2026-11-01T12:34:56.789Z)",
-                    _preview(text[EVENT_TIME]),
+                    time_text,
                 ),
-            )
-        )
+            ),
+            (
+                is_timestamp & (event_time < F.lit(EARLIEST_EVENT_TIME)),
+                F.format_string(
+                    f"{EVENT_TIME} too early: '%s' is before {EARLIEST_EVENT_TIME:%Y-%m-%d} (UTC)",
+                    time_text,
+                ),
+            ),
+            (
+                is_timestamp & (event_time > latest),
+                F.format_string(
+                    f"{EVENT_TIME} in the future: '%s' is more than "
+                    f"{_hours(future_tolerance)} after its ingestion at %s",
+                    time_text,
+                    F.date_format(F.col("_ingested_at"), "yyyy-MM-dd'T'HH:mm:ss'Z'"),
+                ),
+            ),
+        ]
         for name, allowed in source.enums.items():
             checks.append(
                 (
@@ -173,6 +197,12 @@ def parse_landing_lines(
                 "raw_base64"
             ),
             "_source_file",
+            "_ingested_at",
         )
 
     return transform
+
+
+def _hours(span: dt.timedelta) -> str:
+    hours = span.total_seconds() / 3600
+    return f"{hours:g} hour{'' if hours == 1 else 's'}"

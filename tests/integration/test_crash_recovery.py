@@ -1,7 +1,10 @@
 """Seeded random SIGKILLs of real `lakehouse run` and `lakehouse backfill` processes.
 
 Each data root gets a plan of kills drawn from a seeded generator: two of the
-run (the second one kills the rerun), then one of a backfill. A kill is one of:
+run (the second one kills the rerun), then one of a backfill. Every planned
+kill must land: one the command outruns (it finishes before the crash point
+or the moment) is re-planned on the same data root, restored, and a command
+that hangs fails the test. A kill is one of:
 
 - a random moment of the run (any stage: Spark start-up, bronze, silver, gold,
   the quality checks, the report);
@@ -201,28 +204,52 @@ def files(directory: Path) -> int:
     return sum(1 for p in directory.rglob("*") if p.is_file()) if directory.exists() else 0
 
 
-def attempt(root: Path, args: tuple[str, ...], kill: Kill, log: Path) -> bool:
-    """Run the command until it ends or the kill fires; True if it was killed."""
+KILLED, FINISHED = "killed", "finished first"
+# A command that neither ends nor reaches its kill in this time has hung.
+HANG_SECONDS = 600
+RE_PLANS = 3
+
+
+def attempt(root: Path, args: tuple[str, ...], kill: Kill, log: Path) -> tuple[str, float]:
+    """Run the command until it ends or the kill fires: (KILLED or FINISHED, seconds).
+
+    KILLED only when the planned kill itself fired: the moment came, the
+    watched checkpoint file appeared, or the crash point killed the process.
+    A command that reaches none of them nor ends fails the test as hung.
+    """
     env = {**SMALL_BATCHES, **({"LAKEHOUSE_CRASH_AT": kill.crash_at} if kill.crash_at else {})}
-    log.write_text(f"--- {' '.join(args)}: {kill.what}\n")
+    with log.open("a") as out:
+        out.write(f"--- {' '.join(args)}: {kill.what}\n")
+    started = time.monotonic()
     process = start_cli(*args, "--data-root", str(root), env=env, output=log)
+    fired = False
     try:
-        deadline = time.monotonic() + 600
-        if kill.after_seconds is not None:
-            deadline = time.monotonic() + kill.after_seconds
+        hang_at = started + HANG_SECONDS
         watched = before = None
         if kill.watch:
             stream, kind, _ = kill.watch
             watched = settings_for(root).checkpoints / stream / kind
             before = files(watched)
-        while process.poll() is None and time.monotonic() < deadline:
-            if watched is not None and kill.watch and files(watched) >= before + kill.watch[2]:
+        while process.poll() is None:
+            now = time.monotonic()
+            moment_came = kill.after_seconds is not None and now >= started + kill.after_seconds
+            file_written = (
+                watched is not None and kill.watch and files(watched) >= before + kill.watch[2]
+            )
+            if moment_came or file_written:
+                fired = True
                 break
+            if now >= hang_at:
+                pytest.fail(f"{' '.join(args)} hung ({kill.what}):\n{log.read_text()[-4000:]}")
             time.sleep(0.005 if watched is not None else 0.05)
     finally:
         kill_group(process)
-    assert process.returncode in (0, -signal.SIGKILL), log.read_text()[-4000:]
-    return process.returncode == -signal.SIGKILL
+    seconds = time.monotonic() - started
+    # Killed by its own crash point, or by us when the kill fired; else it must have passed.
+    if kill.crash_at and process.returncode == -signal.SIGKILL:
+        fired = True
+    assert fired or process.returncode == 0, log.read_text()[-4000:]
+    return (KILLED if fired else FINISHED), seconds
 
 
 def test_killed_again_and_again_then_rerun_equals_uninterrupted(
@@ -234,19 +261,31 @@ def test_killed_again_and_again_then_rerun_equals_uninterrupted(
     log = tmp_path / "commands.log"
     outcomes = []
 
-    def kill(args: tuple[str, ...], planned: Kill) -> bool:
-        killed = attempt(root, args, planned, log)
-        outcomes.append(f"{planned.what}: {'killed' if killed else 'finished first'}")
-        return killed
+    def kill(args: tuple[str, ...], planned: Kill) -> None:
+        """Every planned kill lands: one that the command outran is re-planned, from the same
+        data root (restored), as a kill at a random moment of the time the command took."""
+        snapshot = tmp_path / "before-kill"
+        shutil.rmtree(snapshot, ignore_errors=True)
+        shutil.copytree(root, snapshot, symlinks=True)
+        for _ in range(RE_PLANS + 1):
+            outcome, seconds = attempt(root, args, planned, log)
+            outcomes.append(f"{planned.what}: {outcome}")
+            if outcome == KILLED:
+                return
+            shutil.rmtree(root)
+            shutil.copytree(snapshot, root, symlinks=True)
+            moment = round(rng.uniform(0.2, 0.8) * seconds, 1)
+            planned = Kill(f"re-planned: killed after {moment} s", after_seconds=moment)
+        pytest.fail(f"no kill of {' '.join(args)} landed in {RE_PLANS + 1} tries: {outcomes}")
 
-    assert kill(("run",), run_kill(rng, reference)), "the first kill of a fresh run must land"
+    kill(("run",), run_kill(rng, reference))
     kill(("run",), run_kill(rng, reference))  # the rerun, killed too
     finish_and_compare(root, ("run",), reference.after_run)
     kill(reference.backfill_args, backfill_kill(rng, reference))
     finish_and_compare(root, reference.backfill_args, reference.after_backfill)
     # No orphan file or state trips a later run, and nothing is read twice.
     finish_and_compare(root, ("run",), reference.after_backfill)
-    kills = sum(o.endswith(": killed") for o in outcomes)
+    kills = sum(o.endswith(KILLED) for o in outcomes)
     figures.append(f"crash suite root {sequence} (seed {seed}): {kills} kills survived")
     figures.extend(f"  {o}" for o in outcomes)
 

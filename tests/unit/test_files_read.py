@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from include.checkpoints import CheckpointError, caught_up, files_read
-from jobs.bronze import landing_files
+from include.landing import landing_files
 
 
 def write_log(path: Path, files: list[str]) -> None:

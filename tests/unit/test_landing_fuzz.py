@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from jobs.contract import USER_ACTIONS
 from tests.conftest import FIGURES
+from tests.unit.test_landing_parse import INGESTED_AT, TOLERANCE
 from tests.unit.test_landing_parse import parse as parse_by_file_name
 
 MAX_LINE_BYTES = 4096
@@ -34,6 +35,8 @@ KNOWN_CLASSES = (
     "missing required field(s)",
     "field '",
     "bad timestamp in 'event_time'",
+    "event_time too early",
+    "event_time in the future",
     "unknown action",
 )
 # Examples per property from the hypothesis profile (tests/conftest.py): 25 in
@@ -51,9 +54,11 @@ json_values = st.recursive(
     max_leaves=10,
 )
 offsets = st.integers(-14 * 60, 14 * 60).map(lambda minutes: dt.timedelta(minutes=minutes))
-instants = st.datetimes(min_value=dt.datetime(1900, 1, 2), max_value=dt.datetime(9999, 12, 30)).map(
-    lambda t: t.replace(microsecond=t.microsecond // 1000 * 1000)
-)
+# Most event times within the accepted range, some up to year 9999 (in the future).
+instants = st.one_of(
+    st.datetimes(min_value=dt.datetime(1900, 1, 2), max_value=INGESTED_AT + TOLERANCE),
+    st.datetimes(min_value=dt.datetime(1900, 1, 2), max_value=dt.datetime(9999, 12, 30)),
+).map(lambda t: t.replace(microsecond=t.microsecond // 1000 * 1000))
 
 
 def iso(instant_utc: dt.datetime, offset: dt.timedelta) -> str:
@@ -129,6 +134,11 @@ def events(draw) -> tuple[bytes, str | None, dt.datetime | None]:
     if missing:
         problems.append(f"missing required field(s): {', '.join(missing)}")
     problems += wrong_type
+    if isinstance(doc.get("event_time"), str) and instant > INGESTED_AT + TOLERANCE:
+        problems.append(
+            f"event_time in the future: '{doc['event_time']}' is more than 24 hours after its "
+            f"ingestion at {INGESTED_AT:%Y-%m-%dT%H:%M:%SZ}"
+        )
     if bad_action is not None:
         problems.append(f"unknown action '{bad_action}' (expected one of {', '.join(ACTIONS)})")
     line = json.dumps(doc, ensure_ascii=draw(st.booleans())).encode()

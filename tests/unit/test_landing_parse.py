@@ -16,13 +16,22 @@ GOOD_ACTION = (
 )
 
 
+# When the lines were ingested, and how far ahead of it an event time may be.
+INGESTED_AT = dt.datetime(2026, 11, 23, 12, 0)
+TOLERANCE = dt.timedelta(hours=24)
+
+
 def parse(spark, source: SourceSpec, lines: list[bytes], max_line_bytes: int = 1024) -> list[dict]:
     """Lines as raw bytes, exactly as Spark's text source would hand them over."""
     frame = spark.createDataFrame(
         [(bytearray(line), f"file:/landing/{i}.jsonl") for i, line in enumerate(lines)],
         "line binary, _source_file string",
-    ).select(F.col("line").cast("string").alias("value"), "_source_file")
-    rows = frame.transform(parse_landing_lines(source, max_line_bytes)).collect()
+    ).select(
+        F.col("line").cast("string").alias("value"),
+        "_source_file",
+        F.lit(INGESTED_AT).alias("_ingested_at"),
+    )
+    rows = frame.transform(parse_landing_lines(source, max_line_bytes, TOLERANCE)).collect()
     return sorted((row.asDict() for row in rows), key=lambda r: r["_source_file"])
 
 
@@ -44,9 +53,9 @@ def test_valid_line_is_typed_and_accepted(spark):
         ("2026-11-01T14:34:56+02:00", dt.datetime(2026, 11, 1, 12, 34, 56)),
         ("2026-11-01T07:34:56.5-05:00", dt.datetime(2026, 11, 1, 12, 34, 56, 500000)),
         ("2026-11-01T12:34:56.123456789Z", dt.datetime(2026, 11, 1, 12, 34, 56, 123456)),
-        ("1900-01-01T00:30:00+01:00", dt.datetime(1899, 12, 31, 23, 30)),
-        ("9999-12-31T23:59:59Z", dt.datetime(9999, 12, 31, 23, 59, 59)),
-        ("0001-01-02T00:00:00Z", dt.datetime(1, 1, 2)),
+        ("1900-01-01T01:00:00+01:00", dt.datetime(1900, 1, 1)),
+        ("2026-11-24T12:00:00Z", INGESTED_AT + TOLERANCE),
+        ("2026-11-24T13:00:00+01:00", INGESTED_AT + TOLERANCE),
     ],
 )
 def test_offsets_are_converted_to_utc(spark, text, expected_utc):
@@ -96,18 +105,25 @@ REJECTED_LINES = [
     ),
     (
         b'{"event_id":"e","user_id":"u","action":"view","event_time":"0000-06-01T00:00:00Z"}',
-        "bad timestamp in 'event_time': '0000-06-01T00:00:00Z' (expected ISO-8601 with offset, "
-        "e.g. 2026-11-01T12:34:56.789Z)",
+        "event_time too early: '0000-06-01T00:00:00Z' is before 1900-01-01 (UTC)",
     ),
     (
-        b'{"event_id":"e","user_id":"u","action":"view","event_time":"0001-01-01T00:30:00+01:00"}',
-        "bad timestamp in 'event_time': '0001-01-01T00:30:00+01:00' (expected ISO-8601 with "
-        "offset, e.g. 2026-11-01T12:34:56.789Z)",
+        b'{"event_id":"e","user_id":"u","action":"view","event_time":"1900-01-01T00:30:00+01:00"}',
+        "event_time too early: '1900-01-01T00:30:00+01:00' is before 1900-01-01 (UTC)",
     ),
     (
         b'{"event_id":"e","user_id":"u","action":"view","event_time":"0001-01-01T23:59:59Z"}',
-        "bad timestamp in 'event_time': '0001-01-01T23:59:59Z' (expected ISO-8601 with "
-        "offset, e.g. 2026-11-01T12:34:56.789Z)",
+        "event_time too early: '0001-01-01T23:59:59Z' is before 1900-01-01 (UTC)",
+    ),
+    (
+        b'{"event_id":"e","user_id":"u","action":"view","event_time":"2026-11-24T12:00:00.001Z"}',
+        "event_time in the future: '2026-11-24T12:00:00.001Z' is more than 24 hours after its "
+        "ingestion at 2026-11-23T12:00:00Z",
+    ),
+    (
+        b'{"event_id":"e","user_id":"u","action":"view","event_time":"9999-06-15T00:00:00+02:00"}',
+        "event_time in the future: '9999-06-15T00:00:00+02:00' is more than 24 hours after its "
+        "ingestion at 2026-11-23T12:00:00Z",
     ),
     (
         b'{"event_id":"e","user_id":"u","action":"view","event_time":"yesterday"}',
@@ -132,7 +148,11 @@ def test_rejected_lines_say_why(spark, line, expected):
 
 
 def test_reason_classes_drop_the_details(spark):
-    reasons = [expected for _, expected in REJECTED_LINES] + ["line too long: 5 bytes (limit 2)"]
+    reasons = [expected for _, expected in REJECTED_LINES] + [
+        "line too long: 5 bytes (limit 2)",
+        "unreadable file: corrupt or truncated gzip (Compressed file ended before the "
+        "end-of-stream marker was reached)",
+    ]
     frame = spark.createDataFrame([(r,) for r in reasons], "reason string")
     classes = {row[0] for row in frame.select(reason_class(F.col("reason"))).collect()}
     assert classes == {
@@ -145,8 +165,11 @@ def test_reason_classes_drop_the_details(spark):
         "field 'user_id' must be a string",
         "field 'event_time' must be a string",
         "bad timestamp in 'event_time'",
+        "event_time too early",
+        "event_time in the future",
         "unknown action",
         "line too long",
+        "unreadable file",
     }
 
 

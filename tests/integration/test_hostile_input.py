@@ -1,0 +1,168 @@
+"""Input that used to stop every run: damaged gzip files and events from a wrong clock.
+
+The hostile landing folder is a generated one plus, per source, one gzip file
+that cannot be read (truncated, not gzip at all, a gzip bomb) and, among the
+normal lines of an impressions file and of a user_actions file, one event
+dated 9999-06-15. Two runs in a row over it (the second with the later half of
+the files) both exit 0; the bad input is in quarantine with its reasons;
+every other line is in bronze exactly once; silver and gold equal one run over
+the same folder without the bad input.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import zlib
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from jobs.backfill import TABLES
+from jobs.contract import SOURCES
+from tests.helpers import delta_rows, run_cli, settings_for
+
+pytestmark = pytest.mark.slow
+
+WRONG_CLOCK = "9999-06-15T00:00:00Z"
+UNREADABLE = {
+    "impressions": "truncated.jsonl.gz",
+    "clicks": "not-gzip.jsonl.gz",
+    "user_actions": "bomb.jsonl.gz",
+}
+
+
+def _gzip_bomb(decompressed_mib: int) -> bytes:
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    zeros = b"\0" * (1024 * 1024)
+    return b"".join(
+        [*(compressor.compress(zeros) for _ in range(decompressed_mib)), compressor.flush()]
+    )
+
+
+def _add_unreadable_files(landing: Path) -> None:
+    good = (
+        b'{"impression_id":"i-lost","ad_id":"a","campaign_id":"c","user_id":"u",'
+        b'"event_time":"2026-11-01T10:00:00Z"}\n'
+    )
+    content = {
+        "impressions": gzip.compress(good * 1000)[:-200],
+        "clicks": good,
+        "user_actions": _gzip_bomb(160),
+    }
+    for source, name in UNREADABLE.items():
+        (landing / source / name).write_bytes(content[source])
+
+
+def _insert_wrong_clock_event(file: Path, source: str) -> None:
+    """One event dated in year 9999 in the middle of a file of normal ones."""
+    lines = file.read_text().splitlines(keepends=True)
+    event = json.loads(next(line for line in lines if '"event_time"' in line))
+    event[SOURCES[source].string_fields[0]] = "wrong-clock"
+    event["event_time"] = WRONG_CLOCK
+    lines.insert(len(lines) // 2, json.dumps(event) + "\n")
+    file.write_text("".join(lines))
+
+
+def _later_half(landing: Path) -> dict[str, list[Path]]:
+    """The later half of each source's files, moved out of `landing` (to add back later)."""
+    held = {}
+    for source in SOURCES:
+        files = sorted((landing / source).iterdir())
+        held[source] = files[len(files) // 2 :]
+    return held
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory):
+    clean = tmp_path_factory.mktemp("clean")
+    hostile = tmp_path_factory.mktemp("hostile")
+    generated = run_cli(
+        "generate",
+        "--events",
+        "3000",
+        "--seed",
+        "17",
+        "--days",
+        "2",
+        "--late-rate",
+        "0",
+        "--data-root",
+        str(clean),
+    )
+    assert generated.returncode == 0, generated.stderr
+    held_back = hostile / "held-back"
+    shutil.copytree(clean / "landing", hostile / "landing")
+    for source, files in _later_half(hostile / "landing").items():
+        (held_back / source).mkdir(parents=True)
+        for file in files:
+            file.rename(held_back / source / file.name)
+    _add_unreadable_files(hostile / "landing")
+    for source in ("impressions", "user_actions"):
+        plain = next(
+            p for p in sorted((hostile / "landing" / source).iterdir()) if p.suffix == ".jsonl"
+        )
+        _insert_wrong_clock_event(plain, source)
+
+    runs = [run_cli("run", "--data-root", str(hostile))]
+    for source in SOURCES:
+        for file in (held_back / source).iterdir():
+            file.rename(hostile / "landing" / source / file.name)
+    runs.append(run_cli("run", "--data-root", str(hostile)))
+    reference = run_cli("run", "--data-root", str(clean))
+    assert reference.returncode == 0, reference.stdout + reference.stderr
+    return clean, hostile, runs
+
+
+def test_two_runs_in_a_row_pass(roots):
+    _, _, runs = roots
+    for run in runs:
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        assert "run passed" in run.stdout
+
+
+def _quarantine(root: Path, source: str) -> Counter[tuple]:
+    """(raw, reason, file name) of every quarantine row (the roots' paths differ)."""
+    rows = delta_rows(
+        settings_for(root).table("quarantine", source), ["raw", "reason", "_source_file"]
+    )
+    return Counter(
+        {(raw, reason, file.rsplit("/", 1)[1]): n for (raw, reason, file), n in rows.items()}
+    )
+
+
+@pytest.mark.parametrize("source", list(SOURCES))
+def test_the_bad_input_is_quarantined_with_its_reason(roots, source):
+    clean, hostile, _ = roots
+    extra = _quarantine(hostile, source) - _quarantine(clean, source)
+    reasons = sorted(reason for _, reason, _ in extra)
+    unreadable = [row for row in extra if row[1].startswith("unreadable file: ")]
+    assert len(unreadable) == 1
+    assert unreadable[0][2] == UNREADABLE[source]
+    if source == "clicks":
+        assert reasons == [unreadable[0][1]]
+        return
+    (future,) = [row for row in extra if row not in unreadable]
+    assert future[1].startswith(f"event_time in the future: '{WRONG_CLOCK}'"), future
+    assert "wrong-clock" in future[0]
+
+
+@pytest.mark.parametrize("source", list(SOURCES))
+def test_every_other_line_is_in_bronze_exactly_once(roots, source):
+    clean, hostile, _ = roots
+    fields = list(SOURCES[source].fields)
+    ours = delta_rows(settings_for(hostile).table("bronze", source), fields)
+    reference = delta_rows(settings_for(clean).table("bronze", source), fields)
+    assert sum(ours.values()) > 50
+    assert ours == reference
+
+
+@pytest.mark.parametrize(("layer", "name"), TABLES)
+def test_silver_and_gold_are_what_they_would_be_without_the_bad_input(roots, layer, name):
+    clean, hostile, _ = roots
+    ours = delta_rows(settings_for(hostile).table(layer, name))
+    reference = delta_rows(settings_for(clean).table(layer, name))
+    assert ours == reference
+    assert sum(ours.values()) > 0

@@ -1,0 +1,82 @@
+"""Vetting landing files before Spark reads them: damaged gzip and gzip bombs."""
+
+from __future__ import annotations
+
+import gzip
+import tracemalloc
+import zlib
+
+import pytest
+
+from include.landing import MAX_DECOMPRESSED_LINE_BYTES, unreadable_file_reason
+
+LINES = b"".join(b'{"n":%d}\n' % i for i in range(20_000))
+MAX_LINE = 1024 * 1024
+
+
+def test_plain_and_sound_gzip_files_are_readable(tmp_path):
+    plain = tmp_path / "a.jsonl"
+    plain.write_bytes(b"not even json\n")
+    sound = tmp_path / "b.jsonl.gz"
+    # Two gzip members one after the other are one valid file (as `cat a.gz b.gz`).
+    sound.write_bytes(gzip.compress(LINES) + gzip.compress(b"\r\n".join([b"x"] * 10)))
+    assert unreadable_file_reason(plain, MAX_LINE) is None
+    assert unreadable_file_reason(sound, MAX_LINE) is None
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (gzip.compress(LINES)[:-100], "end-of-stream marker"),
+        (b"plain text in a file named .gz\n", "Not a gzipped file"),
+        (gzip.compress(LINES)[:-8] + b"\0" * 8, "CRC check failed"),
+        (b"", None),
+    ],
+    ids=["truncated", "not-gzip", "bad-checksum", "empty"],
+)
+def test_damaged_gzip_says_why(tmp_path, content, problem):
+    path = tmp_path / "x.jsonl.gz"
+    path.write_bytes(content)
+    reason = unreadable_file_reason(path, MAX_LINE)
+    if problem is None:
+        assert reason is None
+    else:
+        assert reason is not None and reason.startswith(
+            "unreadable file: corrupt or truncated gzip"
+        )
+        assert problem in reason
+
+
+def _bomb(decompressed_bytes: int, piece: bytes) -> bytes:
+    """A gzip stream of `piece` repeated, written piece by piece (it is never whole in memory)."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = piece * (1024 * 1024 // len(piece))
+    chunks = [compressor.compress(block) for _ in range(decompressed_bytes // len(block))]
+    return b"".join([*chunks, compressor.flush()])
+
+
+def test_a_gzip_bomb_is_refused_in_constant_memory(tmp_path):
+    path = tmp_path / "bomb.jsonl.gz"
+    path.write_bytes(_bomb(MAX_DECOMPRESSED_LINE_BYTES * 4, b"\0"))
+    assert path.stat().st_size < 1024 * 1024
+    tracemalloc.start()
+    try:
+        reason = unreadable_file_reason(path, MAX_LINE)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert reason is not None and "a line longer than 67,108,864 bytes" in reason
+    assert peak < 8 * 1024 * 1024
+
+
+def test_many_short_lines_are_not_a_bomb(tmp_path):
+    path = tmp_path / "big.jsonl.gz"
+    path.write_bytes(_bomb(MAX_DECOMPRESSED_LINE_BYTES + 2 * 1024 * 1024, b"{}\n"))
+    assert unreadable_file_reason(path, MAX_LINE) is None
+
+
+def test_the_line_limit_follows_a_larger_configured_line_size(tmp_path):
+    path = tmp_path / "long.jsonl.gz"
+    path.write_bytes(_bomb(MAX_DECOMPRESSED_LINE_BYTES + 2 * 1024 * 1024, b"x"))
+    assert unreadable_file_reason(path, MAX_LINE) is not None
+    assert unreadable_file_reason(path, MAX_DECOMPRESSED_LINE_BYTES * 2) is None
