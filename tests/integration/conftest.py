@@ -1,0 +1,28 @@
+"""Data roots that several modules read: each built once per test session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import run_cli
+
+
+@pytest.fixture(scope="session")
+def streamed_root(tmp_path_factory) -> Path:
+    """Generated events (3,000, one day, no late ones) after one `lakehouse run`.
+
+    Read only: a test that writes to it copies it first (a backfill may), or
+    copies its landing folder to a root of its own (a run must: the file
+    streams' checkpoints hold the landing files' absolute paths).
+    """
+    root = tmp_path_factory.mktemp("streamed")
+    generated = run_cli(
+        "generate", "--events", "3000", "--seed", "9", "--late-rate", "0", "--data-root", str(root)
+    )
+    assert generated.returncode == 0, generated.stderr
+    done = run_cli("run", "--data-root", str(root))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    root.joinpath("run.out").write_text(done.stdout)
+    return root
