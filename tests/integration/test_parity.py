@@ -137,3 +137,58 @@ def test_late_events_are_dropped_and_counted_by_streaming_and_kept_by_backfill(s
     run_backfill(spark, settings, DateRange(dt.date(2026, 11, 1), dt.date(2026, 11, 1)))
     backfilled_ids = {r[0] for r in table_rows(settings, "silver", "user_actions")}
     assert backfilled_ids == {"e1", "e2", "late", "on-time"}
+
+
+def iso(moment: dt.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_the_earliest_and_latest_accepted_event_times_go_through_streaming_and_backfill(
+    spark, settings
+):
+    """1900-01-01T00:00:00Z and nearly a day after ingestion: accepted, no stage fails on them."""
+    earliest = dt.datetime(1900, 1, 1)
+    latest = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0) + dt.timedelta(hours=23)
+    impressions = [
+        {
+            "impression_id": f"i-{n}",
+            "ad_id": "a",
+            "campaign_id": "c",
+            "user_id": f"u-{n}",
+            "event_time": iso(when),
+        }
+        for n, when in (("old", earliest), ("new", latest - dt.timedelta(hours=2)))
+    ]
+    click = {
+        "click_id": "k-new",
+        "impression_id": "i-new",
+        "ad_id": "a",
+        "user_id": "u-new",
+        "event_time": iso(latest - dt.timedelta(hours=2) + dt.timedelta(minutes=5)),
+    }
+    actions = [
+        action("old-1", "u-old", iso(earliest), "login"),
+        action("old-2", "u-old", iso(earliest + dt.timedelta(minutes=5)), "logout"),
+        action("new-1", "u-new", iso(latest - dt.timedelta(hours=1)), "login"),
+        action("new-2", "u-new", iso(latest - dt.timedelta(minutes=50)), "logout"),
+        action("new-3", "u-new", iso(latest)),
+    ]
+    write_lines(settings.landing, "impressions", "ends.jsonl", impressions)
+    write_lines(settings.landing, "clicks", "ends.jsonl", [click])
+    write_lines(settings.landing, "user_actions", "ends.jsonl", actions)
+    for _ in range(2):  # and a second run after it
+        run_pipeline(spark, settings)
+    for source in ("impressions", "clicks", "user_actions"):
+        assert delta_rows(settings.table("quarantine", source)).total() == 0, source
+    for day in (earliest.date(), latest.date()):
+        run_backfill(spark, settings, DateRange(day, day))
+
+    impressions_in_silver = {r[0] for r in table_rows(settings, "silver", "impressions")}
+    assert impressions_in_silver == {"i-old", "i-new"}
+    attribution = {(r[0], r[5]) for r in table_rows(settings, "silver", "ad_attribution")}
+    assert ("i-new", "k-new") in attribution
+    sessions = {(r[1], r[2], r[5]) for r in table_rows(settings, "silver", "user_sessions")}
+    assert (("u-old", earliest, "logout")) in sessions
+    assert ("u-new", latest - dt.timedelta(hours=1), "logout") in sessions
+    statuses = {r[0]: r[1] for r in table_rows(settings, "gold", "user_status")}
+    assert statuses["u-old"] == "offline" and statuses["u-new"] == "active"
