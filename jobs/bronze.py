@@ -144,8 +144,11 @@ def parsed_lines(
     unreadable = unreadable_files(uris, settings.max_line_bytes)
     readable = [uri for uri in uris if uri not in unreadable]
     parse = parse_landing_lines(source, settings.max_line_bytes, settings.future_tolerance)
-    empty = spark.createDataFrame([], "value string, _source_file string")
-    lines = read_lines(spark, readable) if readable else empty
+    lines = (
+        read_lines(spark, readable)
+        if readable
+        else spark.createDataFrame([], "value string, _source_file string")
+    )
     parsed = lines.withColumn("_ingested_at", ingested_at).transform(parse)
     if not unreadable:
         return parsed
