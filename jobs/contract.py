@@ -1,4 +1,4 @@
-"""The sources and tables of ../shared/CONTRACT.md, as code.
+"""The sources and tables of the lakehouse contract (CONTRACT.md), as code.
 
 One definition per source: its fields (in contract order), which field holds
 the event time, allowed enum values and its watermark delay. Schemas of the
