@@ -10,7 +10,7 @@ SAMPLE_EVENTS ?= 20000
 AIRFLOW_PORT ?= 8080
 SPARK_MASTER ?= local[*]
 
-.PHONY: setup browser run bench test audit lint format typecheck lock clean \
+.PHONY: setup browser run bench test test-full audit lint format typecheck lock clean \
 	airflow-up airflow-down airflow-status spark-cluster-up spark-cluster-down
 
 setup: $(VENV)/.installed
@@ -50,8 +50,14 @@ spark-cluster-up: setup
 spark-cluster-down: setup
 	$(BIN)/python -m include.local_spark_cluster stop
 
+# CI runs `make test` (about 25 minutes on 2 cores); `make test-full` adds the long
+# variants marked `full` (crash storms, damaged checkpoints, concurrent writers,
+# live Airflow on a Spark cluster, thousands of files): about 75 minutes.
 test: setup browser lint typecheck
 	$(BIN)/pytest
+
+test-full: setup browser lint typecheck
+	$(BIN)/pytest --full
 
 # Dependency vulnerability scan of requirements.txt, pip-audit in its own venv.
 # Fails on vulnerabilities not accepted in .ci/audit-accepted.txt; a scan the

@@ -37,6 +37,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="small landing files in the admission control test (default 2000; full: 10000)",
     )
     group.addoption(
+        "--full",
+        action="store_true",
+        default=os.environ.get("LAKEHOUSE_FULL_TESTS") == "1",
+        help="also run the long variants marked `full` (`make test-full`; "
+        "LAKEHOUSE_FULL_TESTS=1 does the same)",
+    )
+    group.addoption(
         "--ingest-mib",
         type=int,
         default=64,
@@ -46,6 +53,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[FIGURES] = []
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long variants run with --full only; each shows as skipped, with why, otherwise."""
+    if config.getoption("--full"):
+        return
+    skip = pytest.mark.skip(reason="long variant: run with `make test-full` (pytest --full)")
+    for item in items:
+        if item.get_closest_marker("full"):
+            item.add_marker(skip)
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:

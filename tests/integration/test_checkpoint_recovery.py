@@ -1,11 +1,12 @@
 """Deleted, truncated, stale and damaged checkpoints: a clear error, then the documented recovery.
 
-One data root goes through the cases in order (a data root cannot be copied
-and streamed again: Spark's file-source checkpoints hold absolute paths).
-Each case damages a checkpoint, shows that `lakehouse run` refuses with the
-checkpoint's path and the recovery command and changes no table, then runs
-`lakehouse recover` and shows the next runs pass every check with nothing
-lost or duplicated.
+In every CI run: a run on a copy of the CLI-streamed root refuses a deleted
+checkpoint before it writes anything. In `make test-full`, one data root goes
+through the cases in order (a data root cannot be copied and streamed again:
+Spark's file-source checkpoints hold absolute paths). Each case damages a
+checkpoint, shows that `lakehouse run` refuses with the checkpoint's path and
+the recovery command and changes no table, then runs `lakehouse recover` and
+shows the next runs pass every check with nothing lost or duplicated.
 """
 
 from __future__ import annotations
@@ -68,6 +69,16 @@ def passes(root: Path) -> str:
     return done.stdout
 
 
+def test_a_deleted_checkpoint_is_refused_before_anything_is_written(streamed_root, tmp_path):
+    """The first stream's checkpoint, so the refusal comes before any stream could
+    start (a copied root must not stream: its checkpoints name the original files)."""
+    root = tmp_path / "data"
+    shutil.copytree(streamed_root, root)
+    checkpoint = settings_for(root).checkpoint("bronze", "impressions")
+    shutil.rmtree(checkpoint)
+    refused(root, checkpoint, "it is missing", "bronze")
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("recovery") / "data"
@@ -76,44 +87,44 @@ def root(tmp_path_factory) -> Path:
     return root
 
 
-def test_a_deleted_silver_checkpoint_is_refused_then_rebuilt_by_backfill(root):
-    checkpoint = settings_for(root).checkpoint("silver", "impressions")
+@pytest.mark.full
+def test_damaged_checkpoints_are_refused_then_rebuilt_layer_by_layer(root):
+    """A truncated gold offsets file, then a deleted silver checkpoint: each run refuses at
+    the first damaged one; one `recover` rebuilds both layers by backfill. Then a deleted
+    bronze checkpoint: recovered without reading a landing file twice."""
+    settings = settings_for(root)
     streamed = snapshot(root)
-    shutil.rmtree(checkpoint)
-    refused(root, checkpoint, "it is missing", "silver")
+    gold = settings.checkpoint("gold", "actions_10min")
+    latest = max((gold / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
+    latest.write_bytes(latest.read_bytes()[:30])
+    refused(root, gold, "is truncated or not a Spark log file", "gold")
+    silver = settings.checkpoint("silver", "impressions")
+    shutil.rmtree(silver)
+    refused(root, silver, "it is missing", "silver")
 
-    recover(root, "silver")
+    done = run_cli("recover", "--layer", "silver", "--layer", "gold", "--data-root", str(root))
+    assert done.returncode == 0, done.stderr
+    assert "recovered silver" in done.stdout and "recovered gold" in done.stdout
     assert any((root / "checkpoints" / "_retired").glob("*/silver/clicks/metadata"))
+    assert any((root / "checkpoints" / "_retired").glob("*/gold/actions_10min/metadata"))
     passes(root)
     # Without late events the backfill's silver equals the streamed one, row for row.
     assert {k: v for k, v in snapshot(root).items() if k.startswith("silver/")} == {
         k: v for k, v in streamed.items() if k.startswith("silver/")
     }
-    generate(GeneratorConfig(events=600, seed=22, **NO_LATE), root / "landing")
-    passes(root)  # the uniqueness checks of silver pass: no id written twice
 
-
-def test_a_truncated_offsets_file_is_refused_then_the_gold_layer_is_rebuilt(root):
-    checkpoint = settings_for(root).checkpoint("gold", "actions_10min")
-    latest = max((checkpoint / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
-    latest.write_bytes(latest.read_bytes()[:30])
-    refused(root, checkpoint, "is truncated or not a Spark log file", "gold")
-
-    recover(root, "gold")
-    passes(root)
-
-
-def test_a_deleted_bronze_checkpoint_restarts_without_reading_a_file_twice(root):
-    checkpoint = settings_for(root).checkpoint("bronze", "clicks")
-    shutil.rmtree(checkpoint)
-    refused(root, checkpoint, "it is missing", "bronze")
-
+    bronze = settings.checkpoint("bronze", "clicks")
+    shutil.rmtree(bronze)
+    refused(root, bronze, "it is missing", "bronze")
     recover(root, "bronze")
-    generate(GeneratorConfig(events=400, seed=23, **NO_LATE), root / "landing")
-    passes(root)  # includes the ledger reconciliation: lines read = bronze + quarantine
+    generate(GeneratorConfig(events=600, seed=22, **NO_LATE), root / "landing")
+    # Includes the ledger reconciliation (lines read = bronze + quarantine) and the
+    # uniqueness checks of silver: no id written twice.
+    passes(root)
     assert_bronze_holds_every_line_once(root)
 
 
+@pytest.mark.full
 def test_a_checkpoint_restored_from_an_old_backup_is_refused(root, tmp_path):
     checkpoint = settings_for(root).checkpoint("bronze", "user_actions")
     backup = tmp_path / "backup"

@@ -18,7 +18,7 @@ from include.locks import LOCK_FILE
 from jobs.generate import GeneratorConfig, generate
 from tests.helpers import delta_rows, kill_group, run_cli, settings_for, start_cli
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.full]
 
 WAITING = "waiting for the writer lock"
 

@@ -52,7 +52,8 @@ from tests.helpers import (
     start_cli,
 )
 
-pytestmark = pytest.mark.slow
+# A few minutes per data root: in `make test-full`, not in every CI run.
+pytestmark = [pytest.mark.slow, pytest.mark.full]
 
 # Several micro-batches per source, so crashes fall between batches too.
 SMALL_BATCHES = {"LAKEHOUSE_MAX_FILES_PER_TRIGGER": "8"}

@@ -77,6 +77,7 @@ def assert_every_line_accounted_for(root: Path, lines: int) -> tuple[int, int]:
     return accepted, len([r for r in ledger if r["source"] == "impressions"])
 
 
+@pytest.mark.full
 def test_thousands_of_small_files_are_admitted_a_hundred_per_micro_batch(
     tmp_path, request, figures
 ):

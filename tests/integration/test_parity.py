@@ -43,15 +43,16 @@ def all_tables(settings) -> dict[str, Counter]:
 @pytest.fixture(scope="module")
 def streamed(spark, tmp_path_factory):
     """Generated input (duplicates and out-of-order arrivals within the watermarks,
-    no late events) split into many small files, fed over four runs."""
+    no late events) split into many small files, fed over two runs of several
+    micro-batches each."""
     incoming = tmp_path_factory.mktemp("incoming")
     generate(GeneratorConfig(events=6000, seed=41, days=2, late_rate=0, file_minutes=30), incoming)
     settings = dataclasses.replace(
         settings_for(tmp_path_factory.mktemp("streamed")), max_files_per_trigger=7
     )
     files = sorted(incoming.rglob("*.jsonl*"), key=lambda p: p.name.split("-", 1)[1])
-    for chunk in range(4):
-        for file in files[len(files) * chunk // 4 : len(files) * (chunk + 1) // 4]:
+    for chunk in range(2):
+        for file in files[len(files) * chunk // 2 : len(files) * (chunk + 1) // 2]:
             target = settings.landing / file.parent.name / file.name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(file, target)

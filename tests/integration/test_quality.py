@@ -263,6 +263,7 @@ def test_a_warning_is_reported_and_does_not_fail(spark, clean, tmp_path):
     assert outcome.status == "passed with warnings"
 
 
+@pytest.mark.full
 def test_validate_command_names_the_failure_and_exits_non_zero(clean, tmp_path):
     settings = copy_tables(clean[0], tmp_path)
     null_click_id(settings)
@@ -309,11 +310,11 @@ def versions(settings, tables: list[str]) -> dict[str, int]:
     return {t: DeltaTable(str(settings.table(*t.split("/")))).version() for t in tables}
 
 
-def test_blocking_failure_stops_later_queries_until_the_data_is_fixed(spark, tmp_path):
-    settings = settings_for(tmp_path / "data")
+def test_blocking_failure_stops_later_queries_until_the_data_is_fixed(spark, clean):
+    """Last in this module: it goes on streaming into the clean root."""
+    settings, streamed = clean
+    assert streamed.status == "passed"
     quiet: Callable[[str], None] = lambda line: None  # noqa: E731
-    generate(GeneratorConfig(events=1500, seed=31), settings.landing)
-    assert run_pipeline(spark, settings, "run-1", echo=quiet).status == "passed"
 
     # A bad manual edit of silver (a duplicate key: blocking) and odd quarantine
     # reasons (a warning), then a new day of events arrives.
