@@ -46,8 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--ingest-mib",
         type=int,
-        default=64,
-        help="size of the large landing file in MiB (default 64; full: 1024)",
+        default=32,
+        help="size of the large landing file in MiB (default 32; full: 1024)",
     )
 
 
