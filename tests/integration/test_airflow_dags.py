@@ -19,7 +19,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from deltalake import DeltaTable
 
 from include.local_airflow import ADMIN, LocalAirflow
 from include.local_spark_cluster import LocalSparkCluster
+from include.processes import wait_until
 from jobs.backfill import TABLES
 from jobs.progress import CAUGHT_UP
 from jobs.validate import last_passed_versions
@@ -101,16 +101,6 @@ def api(airflow: LocalAirflow, method: str, path: str, body: object = None, toke
         return json.load(response)
 
 
-def poll(what: str, timeout: float, probe):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(3)
-    raise TimeoutError(what)
-
-
 def master_status(cluster: LocalSparkCluster) -> dict:
     with urllib.request.urlopen(f"{cluster.ui_url}/json/", timeout=10) as response:  # noqa: S310
         return json.load(response)
@@ -164,7 +154,7 @@ def live(tmp_path_factory) -> LiveRun:
         token = api(
             airflow, "POST", "/auth/token", {"username": ADMIN, "password": airflow.password()}
         )["access_token"]
-        poll("the DAG to be parsed", 120, lambda: _listed(airflow, token))
+        wait_until(lambda: _listed(airflow, token), 120, "the DAG to be parsed", services)
         api(airflow, "PATCH", "/api/v2/dags/lakehouse_incremental", {"is_paused": False}, token)
         run = api(
             airflow,
@@ -174,18 +164,16 @@ def live(tmp_path_factory) -> LiveRun:
             token,
         )
         run_path = f"/api/v2/dags/lakehouse_incremental/dagRuns/{run['dag_run_id']}"
-        state = poll(
-            "the DAG run to finish",
-            900,
-            lambda: (
-                api(airflow, "GET", run_path, token=token)["state"] in ("success", "failed")
-                and api(airflow, "GET", run_path, token=token)["state"]
-            ),
-        )
+
+        def state() -> str:
+            return api(airflow, "GET", run_path, token=token)["state"]
+
+        wait_until(lambda: state() in ("success", "failed"), 900, "the DAG run", services)
         memory_mib = sum(s.memory_bytes() for s in services) / 2**20
         print(f"Airflow services: {memory_mib:.0f} MiB resident after one run")
         for service in services:
             started.extend(service.tree())
+        final_state = state()
         tasks = api(airflow, "GET", f"{run_path}/taskInstances", token=token)["task_instances"]
         applications = [app["name"] for app in master_status(cluster)["completedapps"]]
     finally:
@@ -193,7 +181,7 @@ def live(tmp_path_factory) -> LiveRun:
     return LiveRun(
         root=root,
         refused=refused,
-        state=state,
+        state=final_state,
         tasks={t["task_id"]: t["state"] for t in tasks},
         applications=applications,
         stopped=stopped,

@@ -62,6 +62,11 @@ def recover(root: Path, layer: str) -> None:
     assert f"recovered {layer}" in done.stdout
 
 
+def truncate_latest_offsets(checkpoint: Path) -> None:
+    latest = max((checkpoint / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
+    latest.write_bytes(latest.read_bytes()[:30])
+
+
 def passes(root: Path) -> str:
     done = run_cli("run", "--data-root", str(root))
     assert done.returncode == 0, done.stderr
@@ -108,8 +113,7 @@ def test_a_deleted_silver_checkpoint_is_refused_then_rebuilt_by_backfill(root):
 @pytest.mark.full
 def test_a_truncated_offsets_file_is_refused_then_the_gold_layer_is_rebuilt(root):
     checkpoint = settings_for(root).checkpoint("gold", "actions_10min")
-    latest = max((checkpoint / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
-    latest.write_bytes(latest.read_bytes()[:30])
+    truncate_latest_offsets(checkpoint)
     refused(root, checkpoint, "is truncated or not a Spark log file", "gold")
 
     recover(root, "gold")
@@ -159,9 +163,7 @@ def test_silver_and_gold_recovered_together_then_new_events_for_closed_days(root
     uniqueness check of gold/ad_performance_hourly (352 of 560 rows). Recovering the
     layers one at a time with new events in between (the cases above) passes."""
     settings = settings_for(root)
-    gold = settings.checkpoint("gold", "actions_10min")
-    latest = max((gold / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
-    latest.write_bytes(latest.read_bytes()[:30])
+    truncate_latest_offsets(settings.checkpoint("gold", "actions_10min"))
     shutil.rmtree(settings.checkpoint("silver", "impressions"))
     done = run_cli("recover", "--layer", "silver", "--layer", "gold", "--data-root", str(root))
     assert done.returncode == 0, done.stderr
