@@ -1,6 +1,13 @@
 # The project image: the pinned environment plus the code. docker-compose.yml
 # runs every service from it: the Airflow api-server, scheduler and
 # dag-processor, the Spark master and worker, and the `lakehouse` CLI.
+
+# Delta Lake's Spark connector, fetched at build time from Maven Central as
+# jars/pom.xml pins it (`make setup` does the same on a developer machine).
+FROM maven:3.9-eclipse-temurin-17 AS jars
+COPY jars/pom.xml /jars/pom.xml
+RUN mvn --batch-mode --quiet -f /jars/pom.xml dependency:copy-dependencies -DoutputDirectory=/jars
+
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
@@ -17,6 +24,7 @@ COPY include ./include
 COPY jobs ./jobs
 COPY dags ./dags
 COPY expectations ./expectations
+COPY --from=jars /jars/*.jar ./jars/
 RUN pip install --no-cache-dir --no-deps -e .
 
 USER lakehouse

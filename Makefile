@@ -13,7 +13,15 @@ SPARK_MASTER ?= local[*]
 .PHONY: setup browser run bench test test-full audit lint format typecheck lock clean \
 	airflow-up airflow-down airflow-status spark-cluster-up spark-cluster-down
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed jars/.fetched
+
+# Delta Lake's Spark connector and its dependencies, at the versions jars/pom.xml
+# pins, copied from Maven Central into jars/ (git-ignored) once: runs never download.
+jars/.fetched: jars/pom.xml
+	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Spark's Delta jars"; exit 1; }
+	rm -f jars/*.jar
+	mvn --batch-mode --quiet -Dstyle.color=never -f jars/pom.xml dependency:copy-dependencies -DoutputDirectory=.
+	@touch $@
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'

@@ -4,7 +4,10 @@ A checkpoint (`checkpoints/<layer>/<table>`) is Spark's memory of a stream:
 its query id (`metadata`), the source offsets of every planned micro-batch
 (`offsets/<n>`), the batches that completed (`commits/<n>`) and the state
 store. Next to Spark's files we keep `lakehouse.json`: which query the
-checkpoint belongs to and, after a recovery, where its stream restarts.
+checkpoint belongs to, the version of each source table the stream had read
+at its last successful run and, after a recovery, where its stream restarts.
+What a stream read is known from that, not from Spark's or Delta's offset
+formats, which belong to them.
 
 `guard` runs before each query starts and turns a damaged checkpoint into an
 error that names it and says how to recover, instead of a JVM stack trace or,
@@ -15,7 +18,9 @@ worse, a silent replay:
 - truncated or unreadable `metadata`, `offsets` or `commits` files;
 - older than the tables it writes (restored from a backup): the sink would
   skip the replayed batches as already committed and lose their data;
-- belonging to another query.
+- belonging to another query;
+- written by the Delta source of lakehouse 0.1 (delta-rs, before Spark's own
+  Delta connector), which Spark's Delta source cannot continue from.
 
 Failures that only Spark sees (an incompatible change to a stateful query,
 damaged state-store files) are wrapped by `explain_failure` with the same
@@ -32,9 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
-
+from include.delta.log import (
+    committed_batch,
+    is_delta_table,
+    latest_version,
+    streams_that_wrote,
+    unread_commits,
+)
 from include.errors import LakehouseError
 from include.landing import local_path
 
@@ -98,6 +107,53 @@ def restart_version(checkpoint: Path, table: Path) -> int | None:
     versions = read_sidecar(checkpoint).get("starting_versions", {})
     version = versions.get(str(table.resolve()))
     return None if version is None else int(version)
+
+
+def latest_versions(tables: Sequence[Path]) -> dict[str, int]:
+    """Each existing table's latest version, keyed as `lakehouse.json` keys them."""
+    return {str(t.resolve()): latest_version(t) for t in tables if is_delta_table(t)}
+
+
+def record_read(checkpoint: Path, versions: dict[str, int]) -> None:
+    """After a successful run: the stream has read every version up to these.
+
+    Taken before the query started (an `availableNow` query reads at least up
+    to the versions current at its start), so they never claim too much.
+    """
+    sidecar = read_sidecar(checkpoint)
+    sidecar["read_versions"] = {**sidecar.get("read_versions", {}), **versions}
+    # A recovered stream's starting versions served its first run; its offsets say the rest.
+    sidecar.pop("starting_versions", None)
+    write_sidecar(checkpoint, sidecar)
+
+
+def unread_versions(checkpoint: Path, query: str, sources: Sequence[Path]) -> dict[Path, list[int]]:
+    """Per source table, the versions the stream may not have read yet.
+
+    From `lakehouse.json`: the versions read at the last successful run, or,
+    for a stream `lakehouse recover` restarted and that has not run since,
+    the versions it starts at. A source the sidecar says nothing about (a
+    stream that never ran) counts as wholly unread.
+    """
+    sidecar = read_sidecar(checkpoint)
+    position = read_position(checkpoint, query)
+    if position is None:
+        read = {t: v - 1 for t, v in sidecar.get("starting_versions", {}).items()}
+    else:
+        read = sidecar.get("read_versions", {}) if position.planned == position.completed else {}
+    unread: dict[Path, list[int]] = {}
+    for table in sources:
+        if not is_delta_table(table):
+            continue
+        version = read.get(str(table.resolve()))
+        versions = (
+            list(range(latest_version(table) + 1))
+            if version is None
+            else unread_commits(table, int(version))
+        )
+        if versions:
+            unread[table] = versions
+    return unread
 
 
 def _log_entries(checkpoint: Path, path: Path, query: str) -> list[Any]:
@@ -171,47 +227,32 @@ def files_read(checkpoint: Path, query: str) -> set[str]:
     }
 
 
-def caught_up(checkpoint: Path, query: str, files: Sequence[Path] | None = None) -> bool:
+def caught_up(
+    checkpoint: Path,
+    query: str,
+    files: Sequence[Path] | None = None,
+    sources: Sequence[Path] = (),
+) -> bool:
     """True when starting the stream would plan no micro-batch: it has read all its input.
 
-    Its last planned batch must be committed, and
-    - a stream of Delta tables: each source offset (`include.delta.source`:
-      table, version, index) is past the table's latest version;
-    - a stream of files: every one of `files` (what its source would list
-      now) is in its log of files read. Spark's file source never reads a
-      path twice, so nothing else could make a batch.
-    A new checkpoint or an uncommitted batch is never caught up.
+    - a stream of landing files: every one of `files` (what its source would
+      list now) is in its log of files read, and its last batch is committed.
+      Spark's file source never reads a path twice, so nothing else could make
+      a batch.
+    - a stream of Delta tables (`sources`): no source has a version the
+      stream may not have read (`unread_versions`).
+    A new checkpoint is never caught up, unless `recover` made it and none of
+    its sources has a version to start at yet.
     """
     position = read_position(checkpoint, query)
-    if position is None or position.planned is None or position.planned != position.completed:
-        return False
-    offsets = position.offsets
-    if not offsets:
-        return False
-    if files is not None and all(offset.keys() == {"logOffset"} for offset in offsets):
+    if files is not None:
+        if position is None or position.planned is None or position.planned != position.completed:
+            return False
         read = files_read(checkpoint, query)
         return all(str(path.absolute()) in read for path in files)
-    if not all({"table", "version"} <= offset.keys() for offset in offsets):
+    if position is None and not read_sidecar(checkpoint).get("starting_versions"):
         return False
-    from include.delta.source import latest_version
-
-    try:
-        return all(
-            int(offset["version"]) > latest_version(str(offset["table"])) for offset in offsets
-        )
-    except TableNotFoundError:
-        return False  # let the query start and report the missing table itself
-
-
-def streams_that_wrote(table: Path) -> set[str]:
-    """Query ids of the streams whose micro-batches the table holds."""
-    if not (table / "_delta_log").is_dir():
-        return set()
-    return {
-        str(commit["streamingQueryId"])
-        for commit in DeltaTable(str(table)).history()
-        if "streamingQueryId" in commit
-    }
+    return bool(sources) and not unread_versions(checkpoint, query, sources)
 
 
 def guard(checkpoint: Path, query: str, tables: list[Path]) -> None:
@@ -237,10 +278,17 @@ def guard(checkpoint: Path, query: str, tables: list[Path]) -> None:
                 "checkpoint would read all of its input again and write it twice.",
             )
     else:
+        if any({"table", "version", "index"} <= offset.keys() for offset in position.offsets):
+            raise CheckpointError(
+                checkpoint,
+                query,
+                "it was written by the Delta source of lakehouse 0.1 (Delta through delta-rs), "
+                "which Spark's own Delta source cannot continue from (README, 'Upgrading').",
+            )
         for table in tables:
-            if not (table / "_delta_log").is_dir():
+            if not is_delta_table(table):
                 continue
-            committed = DeltaTable(str(table)).transaction_version(position.query_id)
+            committed = committed_batch(table, position.query_id)
             planned = -1 if position.planned is None else position.planned
             if committed is not None and committed > planned:
                 raise CheckpointError(

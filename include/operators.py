@@ -2,7 +2,9 @@
 
 A `SparkSubmitOperator` that knows the CLI's exit codes: a failed blocking
 data-quality check (exit 3) fails the task at once, without the retries meant
-for transient failures, because bad data does not heal by running again.
+for transient failures, because bad data does not heal by running again. It
+passes Delta Lake's jars (`make setup` fetched them) to spark-submit with
+`--jars`, found when the task runs, not when the scheduler parses the DAG.
 Kept apart from `include/orchestration.py`, which the scheduler imports on
 every parse and must stay cheap; this module is imported when a task is built.
 """
@@ -16,6 +18,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from include.errors import EXIT_BLOCKED
+from include.spark import spark_jars
 
 # How the Spark provider reports a non-zero spark-submit exit code.
 _EXIT_CODE = re.compile(r"Error code is: (\d+)\.")
@@ -25,6 +28,7 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
     """spark-submit of the `lakehouse` CLI; a blocked data-quality gate is final."""
 
     def execute(self, context: Any) -> None:
+        self.jars = ",".join(str(jar) for jar in spark_jars())
         try:
             super().execute(context)
         except AirflowException as error:

@@ -2,6 +2,10 @@
 
 Jobs call `get_spark(settings)`; tests call `get_spark(settings, for_tests=True)`.
 Under spark-submit the master comes from spark-submit, otherwise from settings.
+
+Delta Lake is Spark's own connector (delta-spark): its jars are fetched once by
+`make setup` (Maven, `jars/pom.xml`) into `jars/`, and every session and
+spark-submit puts them on the classpath. Nothing is downloaded at run time.
 """
 
 from __future__ import annotations
@@ -11,15 +15,49 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from include.errors import LakehouseError
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from include.settings import Settings
 
 _LOG4J = Path(__file__).with_name("log4j2.properties")
+# Where `make setup` puts the JVM libraries of jars/pom.xml (the Docker image: the same
+# folder of its copy of the repository); LAKEHOUSE_JARS_DIR points elsewhere.
+JARS_DIR = Path(__file__).resolve().parent.parent / "jars"
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+def spark_jars() -> list[Path]:
+    """The jars Spark needs beyond its own (Delta Lake), as `make setup` fetched them."""
+    folder = Path(os.environ.get("LAKEHOUSE_JARS_DIR") or JARS_DIR)
+    jars = sorted(folder.glob("*.jar"))
+    if not any(jar.name.startswith("delta-spark_") for jar in jars):
+        raise LakehouseError(
+            f"Delta Lake's jars are not in {folder}: run `make setup` (it fetches them with "
+            "Maven, as jars/pom.xml lists them), or set LAKEHOUSE_JARS_DIR to a folder that "
+            "holds them."
+        )
+    return jars
+
+
+def delta_conf() -> dict[str, str]:
+    """What makes a session speak Delta: the connector's SQL extension and catalog."""
+    return {
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        # New tables are Serializable: a backfill that replaces a date range then
+        # fails if a stream appended to that range meanwhile (WriteSerializable,
+        # Delta's default, lets such blind appends through).
+        "spark.databricks.delta.properties.defaults.isolationLevel": "Serializable",
+        # Lets a stream start at the version after a table's latest (a stream
+        # `lakehouse recover` restarts, whose sources have no new commit yet);
+        # Delta's streaming source reads this setting for startingVersion too.
+        "spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled": "true",
+    }
 
 
 def driver_java_options() -> str:
@@ -33,7 +71,7 @@ def submit_conf() -> dict[str, str]:
     Under spark-submit, `spark.driver.*` options given to the session builder
     come too late; Airflow's SparkSubmitOperator passes these as --conf.
     """
-    return {"spark.driver.extraJavaOptions": driver_java_options()}
+    return {"spark.driver.extraJavaOptions": driver_java_options(), **delta_conf()}
 
 
 def session_conf(
@@ -48,6 +86,8 @@ def session_conf(
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.extraJavaOptions": driver_java_options(),
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.jars": ",".join(str(jar) for jar in spark_jars()),
+        **delta_conf(),
         # INT96 (Spark's default) is deprecated and misread by some Delta readers;
         # TIMESTAMP_MICROS writes isAdjustedToUTC=true, which is Delta's `timestamp`.
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
@@ -65,6 +105,9 @@ def session_conf(
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "false",
         # Fixed into each stateful query's checkpoint at its first run.
         "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+        # Delta rebuilds a table's snapshot in this many tasks (its default, 50,
+        # is sized for clusters: on two cores it is most of a small commit's time).
+        "spark.databricks.delta.snapshotPartitions": str(settings.shuffle_partitions),
         # Keep every micro-batch's progress of a run for the stage summary.
         "spark.sql.streaming.numRecentProgressUpdates": "10000",
         "spark.ui.showConsoleProgress": "false",
@@ -74,6 +117,7 @@ def session_conf(
             {
                 "spark.ui.enabled": "false",
                 "spark.sql.shuffle.partitions": "2",
+                "spark.databricks.delta.snapshotPartitions": "2",
                 "spark.default.parallelism": "2",
                 "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
             }

@@ -6,8 +6,8 @@ the closing rules applied to given watermarks:
 - `backfill`: each source's watermark is the largest event time in its whole
   bronze table minus its delay (CONTRACT.md section 5), so a backfill of any
   range closes exactly what a backfill of everything closes. Each table's
-  date partitions in the range are replaced atomically (`gold/user_status`,
-  a current-state table, is replaced whole).
+  dates in the range are replaced in one atomic, conflict-checked Delta commit
+  (`gold/user_status`, a current-state table, is replaced whole).
 - `parity` (jobs/parity.py) uses the watermarks the streaming queries reached.
 """
 
@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from include.delta import read_snapshot, replace_partitions
-from include.delta.writes import replace_table
+from include.delta import ensure_table, read_table, replace_range, replace_table
 from include.settings import Settings
 from jobs.contract import CLICKS, EVENT_DATE, EVENT_TIME, IMPRESSIONS, SOURCES, USER_ACTIONS
 from jobs.dates import BACKFILL_LAYERS, DateRange
@@ -66,7 +65,7 @@ def bronze_watermarks(spark: SparkSession, settings: Settings) -> Watermarks:
     source_ms: dict[str, int | None] = {}
     for name, spec in SOURCES.items():
         largest = (
-            read_snapshot(spark, settings.table("bronze", name))
+            read_table(spark, settings.table("bronze", name))
             .agg(F.max(F.unix_micros(EVENT_TIME)))
             .first()
         )
@@ -86,7 +85,7 @@ def compute_tables(
 ) -> dict[str, DataFrame]:
     """Every silver and gold table as the streaming queries would have finalised it."""
     silver = {
-        name: read_snapshot(spark, settings.table("bronze", name))
+        name: read_table(spark, settings.table("bronze", name))
         .transform(dedupe_events(spec))
         .persist()
         for name, spec in SOURCES.items()
@@ -136,12 +135,15 @@ def write_range(
         result = StageResult(f"{layer}/{name}")
         with timed(result):
             path = target.table(layer, name)
-            if EVENT_DATE in tables[name].columns:
-                rows = replace_partitions(
-                    in_range(tables[name], dates), path, EVENT_DATE, dates.dates
+            frame = tables[name]
+            dated = EVENT_DATE in frame.columns
+            ensure_table(frame.sparkSession, path, frame.schema, [EVENT_DATE] if dated else [])
+            if dated:
+                rows = replace_range(
+                    in_range(frame, dates), path, EVENT_DATE, dates.start, dates.end
                 )
             else:
-                rows = replace_table(tables[name], path)
+                rows = replace_table(frame, path)
         result.rows_out = {name: rows}
         results.append(result)
     return results

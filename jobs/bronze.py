@@ -4,7 +4,8 @@ One `availableNow` query per source with its own checkpoint. Its stream is
 Spark's file source listing the new landing files (it remembers which files
 it has handed out); each micro-batch vets its gzip files, reads the lines of
 the readable ones and parses them (`include.landing` says why files are not
-read by the stream itself). The Delta sink commits each micro-batch once.
+read by the stream itself). Each micro-batch is committed once to each table
+(Delta's idempotent writes, keyed by the query id and the batch id).
 Accepted lines go to `bronze/<source>`; rejected ones, and one row per
 unreadable file, to `quarantine/<source>` with the reason, in the same
 micro-batch.
@@ -22,13 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from include.checkpoints import read_sidecar
-from include.delta import DeltaStreamSink
-from include.delta.writes import append_rows
+from include.delta import StreamSink, append_rows
 from include.landing import landing_files, new_landing_files, read_lines, unreadable_files
 from include.settings import Settings
 from jobs.contract import QUARANTINE_SCHEMA, SOURCES, SourceSpec
@@ -39,13 +39,13 @@ from jobs.transforms.landing import parse_landing_lines
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
 
-LEDGER_SCHEMA = pa.schema(
+LEDGER_SCHEMA = T.StructType(
     [
-        ("source", pa.string()),
-        ("query_id", pa.string()),
-        ("batch_id", pa.int64()),
-        ("lines_read", pa.int64()),
-        ("recorded_at", pa.timestamp("us", tz="UTC")),
+        T.StructField("source", T.StringType()),
+        T.StructField("query_id", T.StringType()),
+        T.StructField("batch_id", T.LongType()),
+        T.StructField("lines_read", T.LongType()),
+        T.StructField("recorded_at", T.TimestampType()),
     ]
 )
 
@@ -55,7 +55,12 @@ def ledger_path(settings: Settings) -> Path:
 
 
 def record_lines_read(
-    settings: Settings, source: SourceSpec, query_id: str, batch_id: int, lines_read: int
+    spark: SparkSession,
+    settings: Settings,
+    source: SourceSpec,
+    query_id: str,
+    batch_id: int,
+    lines_read: int,
 ) -> None:
     """One ledger row per micro-batch, committed once even when the batch is replayed."""
     row = {
@@ -66,10 +71,7 @@ def record_lines_read(
         "recorded_at": dt.datetime.now(dt.UTC),
     }
     append_rows(
-        ledger_path(settings),
-        pa.Table.from_pylist([row], schema=LEDGER_SCHEMA),
-        app_id=query_id,
-        version=batch_id,
+        spark, ledger_path(settings), [row], LEDGER_SCHEMA, app_id=query_id, version=batch_id
     )
 
 
@@ -77,11 +79,11 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpe
     checkpoint = settings.checkpoint("bronze", source.name)
     folder = settings.landing / source.name
     folder.mkdir(parents=True, exist_ok=True)
-    bronze = DeltaStreamSink(
-        settings.table("bronze", source.name), source.bronze_schema, checkpoint
+    bronze = StreamSink(
+        spark, settings.table("bronze", source.name), source.bronze_schema, checkpoint
     )
-    quarantine = DeltaStreamSink(
-        settings.table("quarantine", source.name), QUARANTINE_SCHEMA, checkpoint
+    quarantine = StreamSink(
+        spark, settings.table("quarantine", source.name), QUARANTINE_SCHEMA, checkpoint
     )
     # After `lakehouse recover --layer bronze` the new checkpoint reads every
     # landing file again: lines of files a table already holds are not written twice.
@@ -111,7 +113,7 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpe
             batch_lines = accepted.count() + rejected.count() if already_in else batch.count()
             bronze.write(accepted, batch_id)
             quarantine.write(rejected, batch_id)
-            record_lines_read(settings, source, bronze.app_id, batch_id, batch_lines)
+            record_lines_read(spark, settings, source, bronze.app_id, batch_id, batch_lines)
             lines_read += batch_lines
         finally:
             batch.unpersist()

@@ -183,11 +183,13 @@ def build_parser() -> argparse.ArgumentParser:
         "maintain",
         parents=[common],
         help="compact and vacuum every table, expire old reports",
-        description="Compact the small files of every Delta table under lakehouse/ (a commit "
-        "streams skip), vacuum files older than --retain-hours, and delete run reports, Data "
-        "Docs pages and parity scratch folders older than --keep-days. Never run it beside a "
-        "writer (Airflow: the lakehouse_writers pool). No Spark needed.",
+        description="Compact the small files of every Delta table under lakehouse/ (Delta's "
+        "OPTIMIZE: a commit streams skip), vacuum files unreferenced for longer than "
+        "--retain-hours (Delta's VACUUM), and delete run reports, Data Docs pages and parity "
+        "scratch folders older than --keep-days. Never run it beside a writer (Airflow: the "
+        "lakehouse_writers pool).",
     )
+    maintain.add_argument("--spark-master", help="Spark master URL")
     maintain.add_argument(
         "--retain-hours",
         type=_positive,
@@ -387,10 +389,12 @@ def cmd_recover(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
+    from include.spark import get_spark
     from jobs.maintain import expire_reports, maintain_tables
 
     started = time.perf_counter()
-    for result in maintain_tables(settings, args.retain_hours):
+    spark = get_spark(settings, app_name="lakehouse-maintain", streaming=False)
+    for result in maintain_tables(spark, settings, args.retain_hours):
         print(result.summary(), flush=True)
     print(expire_reports(settings, args.keep_days).summary())
     print(f"maintain finished in {time.perf_counter() - started:.1f} s")
@@ -442,7 +446,7 @@ _PYTHON_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.M
 def explain(error: BaseException) -> str:
     """The cause of a failure in one line, not a JVM stack trace.
 
-    A streaming query that failed in Python code (our Delta source or sink)
+    A streaming query that failed in Python code (a foreachBatch writer)
     reports it wrapped in Spark's `[STREAM_FAILED] ...` text with the Python
     traceback inside; the innermost Python error line is the useful part.
     """

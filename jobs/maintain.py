@@ -2,7 +2,7 @@
 
 Run it on a slower schedule than the pipeline (the `lakehouse_maintenance`
 DAG: nightly) and never at the same time as a writer (the DAG's task is in
-the writers pool). No Spark needed: delta-rs does the work.
+the writers pool). Delta's OPTIMIZE and VACUUM do the work.
 """
 
 from __future__ import annotations
@@ -13,10 +13,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from include.delta import is_delta_table
 from include.delta.maintenance import TableMaintenance, compact_and_vacuum
-from include.delta.schema import is_delta_table
 from include.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,11 @@ def delta_tables(settings: Settings) -> Iterator[tuple[str, Path]]:
             yield f"{layer.name}/{table.name}", table
 
 
-def maintain_tables(settings: Settings, retain_hours: int) -> list[TableMaintenance]:
-    return [compact_and_vacuum(path, name, retain_hours) for name, path in delta_tables(settings)]
+def maintain_tables(
+    spark: SparkSession, settings: Settings, retain_hours: int
+) -> Iterator[TableMaintenance]:
+    for name, path in delta_tables(settings):
+        yield compact_and_vacuum(spark, path, name, retain_hours)
 
 
 def _older_than(path: Path, cutoff: float) -> bool:

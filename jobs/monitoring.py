@@ -16,29 +16,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+from pyspark.sql import types as T
 
-from include.delta.writes import append_rows
+from include.delta import append_rows
 from include.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-PROGRESS_SCHEMA = pa.schema(
+PROGRESS_SCHEMA = T.StructType(
     [
-        ("run_id", pa.string()),
-        ("query", pa.string()),
-        ("query_id", pa.string()),
-        ("batch_id", pa.int64()),
-        ("started_at", pa.timestamp("us", tz="UTC")),
-        ("num_input_rows", pa.int64()),
-        ("processed_rows_per_second", pa.float64()),
-        ("duration_ms", pa.int64()),
-        ("watermark", pa.timestamp("us", tz="UTC")),
-        ("state_rows", pa.int64()),
-        ("state_memory_bytes", pa.int64()),
-        ("rows_dropped_by_watermark", pa.int64()),
-        ("progress_json", pa.string()),
+        T.StructField("run_id", T.StringType()),
+        T.StructField("query", T.StringType()),
+        T.StructField("query_id", T.StringType()),
+        T.StructField("batch_id", T.LongType()),
+        T.StructField("started_at", T.TimestampType()),
+        T.StructField("num_input_rows", T.LongType()),
+        T.StructField("processed_rows_per_second", T.DoubleType()),
+        T.StructField("duration_ms", T.LongType()),
+        T.StructField("watermark", T.TimestampType()),
+        T.StructField("state_rows", T.LongType()),
+        T.StructField("state_memory_bytes", T.LongType()),
+        T.StructField("rows_dropped_by_watermark", T.LongType()),
+        T.StructField("progress_json", T.StringType()),
     ]
 )
 
@@ -75,12 +75,16 @@ def progress_row(run_id: str, query: str, progress: dict[str, Any]) -> dict[str,
 
 
 def record_progress(
-    settings: Settings, run_id: str, query: str, progress: list[dict[str, Any]]
+    spark: SparkSession,
+    settings: Settings,
+    run_id: str,
+    query: str,
+    progress: list[dict[str, Any]],
 ) -> None:
     if not progress:
         return
     rows = [progress_row(run_id, query, p) for p in progress]
-    append_rows(event_log_path(settings), pa.Table.from_pylist(rows, schema=PROGRESS_SCHEMA))
+    append_rows(spark, event_log_path(settings), rows, PROGRESS_SCHEMA)
 
 
 @dataclass(frozen=True)

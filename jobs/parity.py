@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from include.delta import read_snapshot
+from include.delta import read_table
 from include.settings import Settings
 from jobs.backfill import (
     TABLES,
@@ -89,8 +89,8 @@ def run_parity(
 
     results = []
     for layer, name in TABLES:
-        live = _rows(read_snapshot(spark, settings.table(layer, name)), dates)
-        batch = _rows(read_snapshot(spark, scratch.table(layer, name)), dates)
+        live = _rows(read_table(spark, settings.table(layer, name)), dates)
+        batch = _rows(read_table(spark, scratch.table(layer, name)), dates)
         results.append(
             TableParity(
                 table=f"{layer}/{name}",

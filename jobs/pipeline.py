@@ -21,11 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
-from include.delta import read_added_since
-from include.delta.schema import is_delta_table
+from include.delta import is_delta_table, latest_version, read_added_since
 from include.quality import QualityGate
 from include.settings import Settings
 from jobs.bronze import run_bronze
@@ -106,7 +104,7 @@ class RunOutcome:
 
 
 def _version(path: Path) -> int | None:
-    return DeltaTable(str(path)).version() if is_delta_table(path) else None
+    return latest_version(path) if is_delta_table(path) else None
 
 
 def quarantine_by_reason(
@@ -177,7 +175,7 @@ def run_pipeline(
             validation = LayerValidation(spark, settings, gate, layer, run_id)
             outcome.checks.append(validation.result)
             for result in stage(spark, settings):
-                record_progress(settings, run_id, result.stage, result.progress)
+                record_progress(spark, settings, run_id, result.stage, result.progress)
                 outcome.stages.append(result)
                 echo(result.summary())
                 if validation.check(tables_written_by(result.stage)).failures:

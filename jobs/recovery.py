@@ -28,12 +28,11 @@ from include.checkpoints import (
     RETIRED,
     read_position,
     read_sidecar,
-    streams_that_wrote,
+    unread_versions,
     write_sidecar,
 )
-from include.delta import read_snapshot
-from include.delta.schema import is_delta_table
-from include.delta.source import latest_version, unread_files
+from include.delta import is_delta_table, latest_version, read_table
+from include.delta.log import streams_that_wrote
 from include.settings import Settings
 from jobs.backfill import TABLES, run_backfill
 from jobs.contract import EVENT_TIME, SOURCES
@@ -54,30 +53,27 @@ def streams_behind(settings: Settings) -> list[str]:
         query = f"{layer}/{table}"
         checkpoint = settings.checkpoint(layer, table)
         position = read_position(checkpoint, query)
-        if position is None:
-            # A stream restarted by `recover` and not run since: it starts at these versions.
-            starts = read_sidecar(checkpoint).get("starting_versions", {})
-            if not starts:
-                behind.append(f"{query}: its stream has never run")
-            offsets = [{"table": t, "version": v, "index": 0} for t, v in starts.items()]
-        elif position.planned != position.completed:
+        if position is None and not read_sidecar(checkpoint).get("starting_versions"):
+            behind.append(f"{query}: its stream has never run")
+            continue
+        if position is not None and position.planned != position.completed:
             behind.append(f"{query}: micro-batch {position.planned} was started, not finished")
             continue
-        else:
-            offsets = position.offsets
-        for offset in offsets:
-            if "table" not in offset:
-                behind.append(f"{query}: its checkpoint does not say which table it read")
-            elif unread := unread_files(offset):
-                source = Path(offset["table"]).relative_to(settings.lakehouse)
-                behind.append(f"{query}: {unread} data file(s) of {source} not read yet")
+        sidecar = read_sidecar(checkpoint)
+        read = sidecar.get("read_versions") or sidecar.get("starting_versions") or {}
+        sources = [Path(table) for table in read]
+        if not sources:
+            behind.append(f"{query}: its checkpoint does not say what it has read (run it once)")
+        for source, versions in unread_versions(checkpoint, query, sources).items():
+            name = source.relative_to(settings.lakehouse)
+            behind.append(f"{query}: {len(versions)} commit(s) of {name} not read yet")
     return behind
 
 
 def bronze_dates(spark: SparkSession, settings: Settings) -> list[DateRange]:
     """Every event date in bronze, in ranges a backfill accepts."""
     bounds = [
-        read_snapshot(spark, path)
+        read_table(spark, path)
         .select(F.to_date(EVENT_TIME).alias("day"))  # UTC: the session's time zone
         .agg(F.min("day"), F.max("day"))
         .first()
@@ -155,5 +151,5 @@ def recover_layer(
 def _files_in(spark: SparkSession, table: Path) -> list[str]:
     if not is_delta_table(table):
         return []
-    rows = read_snapshot(spark, table).select("_source_file").distinct().collect()
+    rows = read_table(spark, table).select("_source_file").distinct().collect()
     return sorted(row[0] for row in rows)

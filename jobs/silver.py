@@ -6,12 +6,12 @@ stream and has its own checkpoint under `checkpoints/silver/<table>`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
 from include.checkpoints import restart_version
-from include.delta import DeltaStreamSink, read_stream
+from include.delta import StreamSink, read_stream
 from include.settings import Settings
 from jobs.contract import (
     CLICKS,
@@ -32,21 +32,25 @@ if TYPE_CHECKING:
 
 
 def write_table(
+    spark: SparkSession,
     settings: Settings,
     layer: str,
     table: str,
     build: Callable[[], DataFrame],
+    sources: Sequence[tuple[str, str]],
     merge_keys: list[str] | None = None,
 ) -> StageResult:
     """Stream the DataFrame `build` makes into `<layer>/<table>` with one checkpoint;
-    the common driver step. It is built only if the query has new input to read.
+    the common driver step. It is built only if the query has new input to read
+    in `sources`, the (layer, table) pairs it streams.
 
     Tables with `event_date` are partitioned by it; `merge_keys` upserts instead
     of appending (update output mode).
     """
     schema = table_schema(layer, table)
     checkpoint = settings.checkpoint(layer, table)
-    sink = DeltaStreamSink(
+    sink = StreamSink(
+        spark,
         settings.table(layer, table),
         schema,
         checkpoint,
@@ -55,20 +59,27 @@ def write_table(
     )
     output_mode = "update" if merge_keys else "append"
     result = run_available_now(
-        f"{layer}/{table}", build, checkpoint, sink, [sink.table_path], output_mode
+        f"{layer}/{table}",
+        build,
+        checkpoint,
+        sink,
+        [sink.table_path],
+        output_mode,
+        sources=[settings.table(*source) for source in sources],
     )
     result.rows_out = {table: sink.rows_written}
     return result
 
 
-def read_table(
+def source_stream(
     spark: SparkSession, settings: Settings, source: tuple[str, str], query: tuple[str, str]
 ) -> DataFrame:
     """The appends to table `source` (layer, name) as a stream, for the query writing `query`.
 
-    A backfill replaces silver partitions and recomputes what is downstream
-    itself: streams of silver tables skip such commits. A stream restarted by
-    `lakehouse recover` starts where its checkpoint says.
+    A backfill recomputes what is downstream itself, so its commits say
+    `dataChange=false` and every stream skips them; streams of silver tables
+    also skip any other commit that rewrites rows. A stream restarted by
+    `lakehouse recover` starts where its checkpoint's `lakehouse.json` says.
     """
     path = settings.table(*source)
     return read_stream(
@@ -81,26 +92,32 @@ def read_table(
 
 def run_silver(spark: SparkSession, settings: Settings) -> Iterator[StageResult]:
     def read(layer: str, table: str, query: str) -> DataFrame:
-        return read_table(spark, settings, (layer, table), ("silver", query))
+        return source_stream(spark, settings, (layer, table), ("silver", query))
 
     def deduplicated(spec: SourceSpec) -> DataFrame:
         return read("bronze", spec.name, spec.name).transform(dedupe_events(spec))
 
     for name, spec in SOURCES.items():
-        yield write_table(settings, "silver", name, partial(deduplicated, spec))
+        yield write_table(
+            spark, settings, "silver", name, partial(deduplicated, spec), [("bronze", name)]
+        )
     attribution = "ad_attribution"
     yield write_table(
+        spark,
         settings,
         "silver",
         attribution,
         lambda: attribute_clicks(
             read("silver", IMPRESSIONS.name, attribution), read("silver", CLICKS.name, attribution)
         ),
+        [("silver", IMPRESSIONS.name), ("silver", CLICKS.name)],
     )
     sessions = "user_sessions"
     yield write_table(
+        spark,
         settings,
         "silver",
         sessions,
         lambda: read("silver", USER_ACTIONS.name, sessions).transform(sessionize_user_actions()),
+        [("silver", USER_ACTIONS.name)],
     )

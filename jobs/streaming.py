@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from include.checkpoints import caught_up, explain_failure, guard
+from include.checkpoints import caught_up, explain_failure, guard, latest_versions, record_read
 from jobs.progress import StageResult, timed
 
 if TYPE_CHECKING:
@@ -24,20 +24,23 @@ def run_available_now(
     tables: Sequence[Path],
     output_mode: str = "append",
     files: Sequence[Path] | None = None,
+    sources: Sequence[Path] = (),
 ) -> StageResult:
     """Process everything available now, in micro-batches, then stop.
 
     `build` makes the streaming DataFrame. `tables` are the Delta tables
     `write_batch` commits to; the checkpoint is checked against them before the
-    query starts. A stream that has read all its input (every version of its
-    Delta tables; every one of `files`, for a stream of landing files) is not
-    started at all: it would plan no batch, and starting it costs a second or more.
+    query starts. `sources` are the Delta tables the stream reads; `files`, for
+    a stream of landing files, what its source would list now. A stream that
+    has read all its input is not started at all: it would plan no batch, and
+    starting it costs a second or more.
     """
     guard(checkpoint, name, list(tables))
     result = StageResult(name)
-    if caught_up(checkpoint, name, files):
+    if caught_up(checkpoint, name, files, sources):
         result.caught_up = True
         return result
+    versions = latest_versions(sources)
     with timed(result):
         try:
             query = (
@@ -55,6 +58,8 @@ def run_available_now(
             if explained is error:
                 raise
             raise explained from error
+    if versions:
+        record_read(checkpoint, versions)
     progress = query.recentProgress
     result.progress = [json.loads(p.json) for p in progress]
     result.rows_in = sum(p.numInputRows for p in progress)

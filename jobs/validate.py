@@ -38,15 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute
-from deltalake import DeltaTable, QueryBuilder
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from include.delta import read_added_since, read_snapshot
-from include.delta.schema import is_delta_table
-from include.delta.writes import append_rows
+from include.delta import append_rows, is_delta_table, latest_version, read_added_since, read_table
 from include.quality import Outcome, QualityGate, Suite, load_suites
 from include.settings import Settings
 from jobs.bronze import ledger_path
@@ -70,23 +65,23 @@ TABLE_REFERENCE = re.compile(r"\b(bronze|quarantine|silver|gold)_([a-z0-9_]+)\b"
 # Freshness expectations compare the newest ingestion time with this.
 FRESHNESS = dt.timedelta(hours=24)
 
-RESULTS_SCHEMA = pa.schema(
+RESULTS_SCHEMA = T.StructType(
     [
-        ("run_id", pa.string()),
-        ("validated_at", pa.timestamp("us", tz="UTC")),
-        ("layer", pa.string()),
-        ("table_name", pa.string()),
-        ("table_version", pa.int64()),
-        ("scope", pa.string()),
-        ("expectation", pa.string()),
-        ("description", pa.string()),
-        ("severity", pa.string()),
-        ("success", pa.bool_()),
-        ("rows_checked", pa.int64()),
-        ("unexpected_count", pa.int64()),
-        ("observed", pa.string()),
-        ("sample", pa.string()),
-        ("docs_page", pa.string()),
+        T.StructField("run_id", T.StringType()),
+        T.StructField("validated_at", T.TimestampType()),
+        T.StructField("layer", T.StringType()),
+        T.StructField("table_name", T.StringType()),
+        T.StructField("table_version", T.LongType()),
+        T.StructField("scope", T.StringType()),
+        T.StructField("expectation", T.StringType()),
+        T.StructField("description", T.StringType()),
+        T.StructField("severity", T.StringType()),
+        T.StructField("success", T.BooleanType()),
+        T.StructField("rows_checked", T.LongType()),
+        T.StructField("unexpected_count", T.LongType()),
+        T.StructField("observed", T.StringType()),
+        T.StructField("sample", T.StringType()),
+        T.StructField("docs_page", T.StringType()),
     ]
 )
 RECONCILIATION_SCHEMA = T.StructType(
@@ -158,22 +153,22 @@ def results_path(settings: Settings) -> Path:
     return settings.meta("dq_results")
 
 
-def last_passed_versions(settings: Settings) -> dict[str, int]:
+def last_passed_versions(spark: SparkSession, settings: Settings) -> dict[str, int]:
     """For each table, the newest version a validation passed (no blocking failure)."""
     path = results_path(settings)
     if not is_delta_table(path):
         return {}
-    query = (
-        "SELECT table_name, max(table_version) AS version "
-        "FROM (SELECT table_name, run_id, max(table_version) AS table_version, "
-        "bool_and(success OR severity <> 'critical') AS passed "
-        "FROM results WHERE table_version IS NOT NULL GROUP BY table_name, run_id) "
-        "WHERE passed GROUP BY table_name"
+    per_run = (
+        read_table(spark, path)
+        .where(F.col("table_version").isNotNull())
+        .groupBy("table_name", "run_id")
+        .agg(
+            F.max("table_version").alias("table_version"),
+            F.bool_and(F.col("success") | (F.col("severity") != "critical")).alias("passed"),
+        )
     )
-    rows = pa.table(
-        QueryBuilder().register("results", DeltaTable(str(path))).execute(query).read_all()
-    ).to_pylist()
-    return {row["table_name"]: row["version"] for row in rows}
+    rows = per_run.where("passed").groupBy("table_name").agg(F.max("table_version")).collect()
+    return {row[0]: int(row[1]) for row in rows}
 
 
 def register_views(
@@ -191,7 +186,7 @@ def register_views(
         path = settings.table(layer, name)
         if not is_delta_table(path):
             continue
-        view = read_snapshot(spark, path)
+        view = read_table(spark, path)
         if dates and EVENT_DATE in view.columns:
             day = dt.timedelta(days=1)
             view = view.where(F.col(EVENT_DATE).between(min(dates) - day, max(dates) + day))
@@ -202,24 +197,18 @@ def reconciliation_frame(spark: SparkSession, settings: Settings) -> DataFrame:
     """Per source: lines read by bronze (the ledger) against bronze and quarantine rows."""
     lines_read: dict[str, int] = {}
     if is_delta_table(ledger_path(settings)):
-        ledger = DeltaTable(str(ledger_path(settings)))
-        rows = pa.table(
-            QueryBuilder()
-            .register("ledger", ledger)
-            .execute("SELECT source, sum(lines_read) AS lines FROM ledger GROUP BY source")
-            .read_all()
-        ).to_pylist()
-        lines_read = {row["source"]: int(row["lines"]) for row in rows}
+        sums = (
+            read_table(spark, ledger_path(settings))
+            .groupBy("source")
+            .agg(F.sum("lines_read"))
+            .collect()
+        )
+        lines_read = {row[0]: int(row[1]) for row in sums}
 
     def count(layer: str, source: str) -> int:
-        """Rows in the table: the sum of its files' `numRecords` (Delta statistics)."""
+        """Rows in the table (Delta answers from its file statistics)."""
         path = settings.table(layer, source)
-        if not is_delta_table(path):
-            return 0
-        records = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True))["num_records"]
-        if records.null_count:  # a file written without statistics
-            return read_snapshot(spark, path).count()
-        return int(pa.compute.sum(records).as_py() or 0)
+        return read_table(spark, path).count() if is_delta_table(path) else 0
 
     rows = []
     for source in SOURCES:
@@ -277,11 +266,11 @@ def check_table(
     path = settings.table(suite.layer, suite.name)
     if not is_delta_table(path):
         return TableCheck(suite.table, None, None, [_missing_table(suite.table)])
-    version = DeltaTable(str(path)).version()
+    version = latest_version(path)
     if whole_table or (since is not None and since > version):
         since = None  # a rebuilt table: check all of it
     check = TableCheck(suite.table, version, since)
-    whole = read_snapshot(spark, path, version)
+    whole = read_table(spark, path, version)
     # Row rules check every column of the new rows: cached. Whole-table rules
     # read a column or two each: left to Parquet's column pruning.
     if since == version:
@@ -334,7 +323,7 @@ class LayerValidation:
         self.run_id, self.whole_table = run_id, whole_table
         self.result = LayerCheck(layer)
         self._suites = load_suites()
-        self._baselines = {} if whole_table else last_passed_versions(settings)
+        self._baselines = {} if whole_table else last_passed_versions(spark, settings)
 
     @property
     def unchecked(self) -> list[str]:
@@ -362,7 +351,7 @@ class LayerValidation:
         """Render Data Docs and record every outcome of the layer."""
         started = time.perf_counter()
         self.gate.build_docs()
-        record_results(self.settings, self.run_id, self.result)
+        record_results(self.spark, self.settings, self.run_id, self.result)
         self.result.seconds += time.perf_counter() - started
         return self.result
 
@@ -381,7 +370,9 @@ def validate_layer(
     return validation.finish()
 
 
-def record_results(settings: Settings, run_id: str, result: LayerCheck) -> None:
+def record_results(
+    spark: SparkSession, settings: Settings, run_id: str, result: LayerCheck
+) -> None:
     now = dt.datetime.now(dt.UTC)
     rows = [
         {
@@ -409,4 +400,4 @@ def record_results(settings: Settings, run_id: str, result: LayerCheck) -> None:
         for outcome in check.outcomes
     ]
     if rows:
-        append_rows(results_path(settings), pa.Table.from_pylist(rows, schema=RESULTS_SCHEMA))
+        append_rows(spark, results_path(settings), rows, RESULTS_SCHEMA)

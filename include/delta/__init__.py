@@ -1,29 +1,39 @@
-"""Delta Lake I/O on delta-rs for Spark jobs.
+"""Delta Lake I/O, through Spark's own Delta connector (delta-spark).
 
-Spark has no Delta jars here (no Maven), so Spark reads and writes Parquet and
-delta-rs owns the transaction log:
-
-- `DeltaStreamSink`: a `foreachBatch` sink. Executors write the batch's Parquet
-  files; the driver commits them in one transaction tagged (query id, batch id).
-- `read_snapshot`, `read_added_since`: a table version, or the rows added
-  since an earlier version, as a Spark DataFrame.
-- `read_stream`: a Delta table as a streaming source (Python Data Source API),
-  offsets are table versions, works with `availableNow`.
-- `replace_partitions`, `merge_upsert`: atomic range replace and keyed upsert.
+- `read_table`, `read_added_since`: a table version, or the rows added since an
+  earlier version, as a Spark DataFrame (`include.delta.tables`).
+- `read_stream`, `StreamSink`: Delta's streaming source, and a foreachBatch
+  sink that commits each micro-batch once (`include.delta.streams`).
+- `append`, `merge_upsert`, `replace_range`, `replace_table`, `append_rows`:
+  writes, each one atomic commit, each safe to repeat (`include.delta.writes`).
+- `include.delta.log`: the log read without Spark (delta-rs), for the checks
+  made before a query starts.
+- `include.delta.maintenance`: OPTIMIZE and VACUUM.
 """
 
-from include.delta.schema import ensure_table
-from include.delta.sink import DeltaStreamSink
-from include.delta.snapshot import read_added_since, read_snapshot
-from include.delta.source import read_stream
-from include.delta.writes import merge_upsert, replace_partitions
+from include.delta.log import is_delta_table, latest_version
+from include.delta.streams import StreamSink, read_stream
+from include.delta.tables import read_added_since, read_table
+from include.delta.writes import (
+    append,
+    append_rows,
+    ensure_table,
+    merge_upsert,
+    replace_range,
+    replace_table,
+)
 
 __all__ = [
-    "DeltaStreamSink",
+    "StreamSink",
+    "append",
+    "append_rows",
     "ensure_table",
+    "is_delta_table",
+    "latest_version",
     "merge_upsert",
     "read_added_since",
-    "read_snapshot",
     "read_stream",
-    "replace_partitions",
+    "read_table",
+    "replace_range",
+    "replace_table",
 ]

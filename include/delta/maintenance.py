@@ -1,22 +1,27 @@
-"""Table maintenance with delta-rs: compact small files, then vacuum unreferenced ones.
+"""Table maintenance with Delta's own commands: OPTIMIZE (compaction), then VACUUM.
 
-Every streaming micro-batch adds small files; compaction rewrites them into
-fewer, larger ones in a commit with `dataChange=false`, which the streaming
-source skips (include/delta/source.py), so downstream queries never see
-the rows twice. Vacuum then deletes files no version newer than the
-retention window still references: time travel (and a stream lagging behind)
-further back than that window is no longer possible.
+Every streaming micro-batch adds small files; OPTIMIZE rewrites them into
+fewer, larger ones in a commit with `dataChange=false`, which Delta's
+streaming source skips, so downstream queries never see the rows twice.
+VACUUM then deletes every file in the table's folder that no version within
+the retention window references: files of compacted-away versions, and files
+written by a writer that died before its commit. Time travel (and a stream
+lagging behind) further back than that window is no longer possible.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from deltalake import DeltaTable
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Delta's default `delta.deletedFileRetentionDuration`.
 DEFAULT_RETAIN_HOURS = 7 * 24
+# Delta refuses a shorter VACUUM retention unless this check is off.
+_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 
 
 @dataclass(frozen=True)
@@ -34,19 +39,27 @@ class TableMaintenance:
         )
 
 
-def compact_and_vacuum(path: Path, name: str, retain_hours: int) -> TableMaintenance:
-    """Compact the table's small files, then delete files older than `retain_hours`."""
+def compact_and_vacuum(
+    spark: SparkSession, path: Path, name: str, retain_hours: int
+) -> TableMaintenance:
+    """Compact the table's small files, then delete unreferenced files older than `retain_hours`."""
+    from delta.tables import DeltaTable
+
     if retain_hours < 0:
         raise ValueError(f"retain_hours must not be negative, got {retain_hours}")
-    table = DeltaTable(str(path))
-    before = len(table.file_uris())
-    table.optimize.compact()
-    table = DeltaTable(str(path))
-    vacuumed = table.vacuum(
-        retention_hours=retain_hours,
-        dry_run=False,
-        # Below Delta's default window only on purpose (an explicit --retain-hours).
-        enforce_retention_duration=False,
-    )
-    table = DeltaTable(str(path))
-    return TableMaintenance(name, before, len(table.file_uris()), len(vacuumed), table.version())
+    table = DeltaTable.forPath(spark, str(path))
+    before = table.detail().collect()[0]["numFiles"]
+    table.optimize().executeCompaction()
+    # Below Delta's default window only on purpose (an explicit --retain-hours).
+    spark.conf.set(_RETENTION_CHECK, str(retain_hours >= DEFAULT_RETAIN_HOURS).lower())
+    try:
+        location = str(path).replace("`", "``")
+        doomed = spark.sql(
+            f"VACUUM delta.`{location}` RETAIN {int(retain_hours)} HOURS DRY RUN"
+        ).count()
+        table.vacuum(float(retain_hours))
+    finally:
+        spark.conf.unset(_RETENTION_CHECK)
+    detail = table.detail().collect()[0]
+    version = table.history(1).collect()[0]["version"]
+    return TableMaintenance(name, before, detail["numFiles"], doomed, version)

@@ -1,193 +1,247 @@
-"""Batch writes that replace or upsert rows atomically.
+"""Writes to Delta tables through Spark's Delta connector, each one commit, each safe to repeat.
 
-- `replace_partitions`: the backfill write. New files for a set of partition
-  values (dates) replace everything those partitions held, in one commit:
-  readers see the old range or the new range, never a mix.
-- `merge_upsert`: keyed upsert for current-state tables (one row per key).
+- `append`: a micro-batch's rows. With `app_id` and `version` (the streaming
+  query's id and the batch id) it is Delta's idempotent write
+  (`txnAppId`/`txnVersion`): a batch Spark runs again after a crash is
+  committed once.
+- `merge_upsert`: keyed upsert for current-state tables (`DeltaTable.merge`),
+  idempotent the same way (Delta reads the app transaction from the session).
+- `replace_range`: the backfill write. New rows for a date range replace
+  everything the range held (`replaceWhere`), in one atomic commit that Delta
+  checks for conflicts: if another writer appended to the range meanwhile,
+  it fails instead of leaving those rows beside the recomputed ones.
+- `replace_table`: the same for a table without dates (`gold/user_status`).
+- `append_rows`: a few rows built on the driver (the event log, the ledger,
+  data-quality results).
 
-Predicates are built from validated identifiers and typed values, never from
+Predicates are built from validated identifiers and typed dates, never from
 user-supplied text.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+import json
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.transaction import AddAction, RemoveAction
-
-from include.delta.files import row_count, write_data_files
-from include.delta.schema import arrow_schema, ensure_table
+from include.delta.log import BACKFILL, STREAM_KEY, columns, is_delta_table
+from include.errors import LakehouseError
 from include.faults import crash_point
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import types as T
+
+# Delta's idempotent-write settings for commands that take no writer options (MERGE).
+_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 
-def _check_columns(df: DataFrame, columns: Iterable[str], what: str) -> list[str]:
-    names = list(columns)
-    missing = [name for name in names if name not in df.columns or not name.isidentifier()]
-    if missing or not names:
-        raise ValueError(f"{what} {names} must be non-empty columns of {df.columns}")
-    return names
+def _identifiers(df_columns: Sequence[str], names: Iterable[str], what: str) -> list[str]:
+    found = list(names)
+    bad = [name for name in found if name not in df_columns or not name.isidentifier()]
+    if bad or not found:
+        raise ValueError(f"{what} {found} must be non-empty columns of {list(df_columns)}")
+    return found
 
 
-def _partition_literal(value: dt.date | str | int) -> str:
-    """Delta's string form of a partition value; only typed values are accepted."""
-    if isinstance(value, dt.datetime):
-        raise TypeError("partition by dates, not timestamps")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str) and value.replace("-", "").replace("_", "").isalnum():
-        return value
-    raise ValueError(f"unsupported partition value {value!r}")
+def _stream_metadata(app_id: str | None, version: int | None, **extra: str) -> str:
+    """Commit info every writer can read back: which stream and batch, or which operation."""
+    found: dict[str, Any] = dict(extra)
+    if app_id is not None and version is not None:
+        found |= {STREAM_KEY: app_id, "batchId": version}
+    return json.dumps(found, sort_keys=True)
 
 
-def _commit_properties(app_id: str | None, version: int | None, operation: str) -> CommitProperties:
-    metadata: dict[str, str] = {"lakehouseOperation": operation}
-    transactions = None
-    if app_id and version is not None:
-        transactions = [Transaction(app_id=app_id, version=version)]
-        # Like the streaming sink's commits: the table remembers which stream wrote it.
-        metadata |= {"streamingQueryId": app_id, "batchId": str(version)}
-    return CommitProperties(app_transactions=transactions, custom_metadata=metadata)
+def ensure_table(
+    spark: SparkSession, path: str | Path, schema: T.StructType, partition_by: Sequence[str] = ()
+) -> None:
+    """Create an empty table if none exists, so that readers always find one.
 
-
-def replace_partitions(
-    df: DataFrame,
-    table_path: str | Path,
-    partition_column: str,
-    values: Iterable[dt.date | str | int],
-) -> int:
-    """Atomically replace the partitions `values` of `partition_column` with `df`.
-
-    Every row of `df` must fall in those partitions; partitions of the range
-    for which `df` has no rows end up empty. Returns the rows written.
+    An existing table must have the same columns: a mismatch is reported, not
+    silently evolved.
     """
-    path = Path(table_path)
-    (column,) = _check_columns(df, [partition_column], "partition column")
-    literals = sorted({_partition_literal(value) for value in values})
-    if not literals:
-        raise ValueError("no partitions to replace")
-    ensure_table(path, df.schema, [column])
-    table = DeltaTable(str(path))
-    if table.metadata().partition_columns != [column]:
-        raise ValueError(
-            f"{path} is partitioned by {table.metadata().partition_columns}, not [{column}]"
-        )
+    from delta.tables import DeltaTable
 
-    actions = write_data_files(df, path, [column])
-    outside = sorted({a.partition_values[column] or "null" for a in actions} - set(literals))
-    if outside:
-        raise ValueError(
-            f"rows for {column} in {outside} fall outside the partitions being replaced"
-        )
-    commit: list[AddAction | RemoveAction] = list(actions)
-    crash_point("write.before_commit")
-    table.create_write_transaction(
-        commit,
-        mode="overwrite",
-        schema=arrow_schema(df.schema),
-        partition_by=[column],
-        partition_filters=[(column, "in", literals)],
-        commit_properties=_commit_properties(None, None, "REPLACE PARTITIONS"),
-    )
-    crash_point("write.after_commit")
-    return row_count(actions)
+    if is_delta_table(path):
+        found = columns(path)
+        if found != schema.names:
+            raise LakehouseError(
+                f"Delta table {path} has columns {found}, the job writes {schema.names}; "
+                "migrate the table or write to a new location"
+            )
+        return
+    builder = DeltaTable.createIfNotExists(spark).location(str(path)).addColumns(schema)
+    if partition_by:
+        builder = builder.partitionedBy(*partition_by)
+    builder.execute()
 
 
-def replace_table(df: DataFrame, table_path: str | Path) -> int:
-    """Atomically replace an unpartitioned table's rows with `df` (one commit)."""
-    path = Path(table_path)
-    ensure_table(path, df.schema)
-    table = DeltaTable(str(path))
-    if table.metadata().partition_columns:
-        raise ValueError(f"{path} is partitioned: replace its partitions instead")
-    actions = write_data_files(df, path, [])
-    commit: list[AddAction | RemoveAction] = list(actions)
-    crash_point("write.before_commit")
-    table.create_write_transaction(
-        commit,
-        mode="overwrite",
-        schema=arrow_schema(df.schema),
-        commit_properties=_commit_properties(None, None, "REPLACE TABLE"),
-    )
-    crash_point("write.after_commit")
-    return row_count(actions)
-
-
-def append_rows(
-    table_path: str | Path,
-    rows: pa.Table,
+def append(
+    df: DataFrame,
+    path: str | Path,
+    partition_by: Sequence[str] = (),
     app_id: str | None = None,
     version: int | None = None,
-) -> bool:
-    """Append a small Arrow table from the driver (logs and metadata, not data).
-
-    With `app_id` and `version` the append happens once: a repeated call for a
-    version the table has recorded for `app_id` writes nothing (returns False).
-    """
-    path = str(table_path)
-    if app_id is not None and version is not None and DeltaTable.is_deltatable(path):
-        committed = DeltaTable(path).transaction_version(app_id)
-        if committed is not None and committed >= version:
-            return False
+) -> None:
+    """Append `df`; with `app_id` and `version`, at most once for that pair."""
+    writer = df.write.format("delta").mode("append")
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    if app_id is not None and version is not None:
+        writer = writer.option("txnAppId", app_id).option("txnVersion", version)
+    writer = writer.option("userMetadata", _stream_metadata(app_id, version))
     crash_point("write.before_commit")
-    write_deltalake(
-        path,
-        rows,
-        mode="append",
-        commit_properties=_commit_properties(app_id, version, "APPEND"),
-    )
+    writer.save(str(path))
     crash_point("write.after_commit")
-    return True
+
+
+@contextmanager
+def _session_transaction(
+    spark: SparkSession, app_id: str | None, version: int | None
+) -> Iterator[None]:
+    """Delta's idempotent write for the commands run inside (a MERGE), then unset again."""
+    if app_id is None or version is None:
+        yield
+        return
+    spark.conf.set(_TXN_APP_ID, app_id)
+    spark.conf.set(_TXN_VERSION, str(version))
+    spark.conf.set(
+        "spark.databricks.delta.commitInfo.userMetadata", _stream_metadata(app_id, version)
+    )
+    try:
+        yield
+    finally:
+        spark.conf.unset(_TXN_APP_ID)
+        spark.conf.unset(_TXN_VERSION)
+        spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
 
 
 def merge_upsert(
     df: DataFrame,
-    table_path: str | Path,
+    path: str | Path,
     keys: Iterable[str],
     app_id: str | None = None,
     version: int | None = None,
-) -> dict[str, int]:
-    """Upsert `df` into the table on `keys`: update matches, insert the rest.
+) -> None:
+    """Upsert `df` into the table on `keys`: update matches, insert the rest."""
+    from delta.tables import DeltaTable
 
-    `df` is the set of changed keys (small: one micro-batch's changes), so it
-    is collected to the driver as Arrow for delta-rs's MERGE. With `app_id`
-    and `version` the commit is idempotent like the streaming sink's.
-    """
-    path = Path(table_path)
-    key_columns = _check_columns(df, keys, "merge keys")
-    ensure_table(path, df.schema)
-    table = DeltaTable(str(path))
-    if app_id is not None and version is not None:
-        committed = table.transaction_version(app_id)
-        if committed is not None and committed >= version:
-            return {"num_target_rows_updated": 0, "num_target_rows_inserted": 0, "skipped": 1}
+    key_columns = _identifiers(df.columns, keys, "merge keys")
     if len(set(key_columns)) != len(key_columns):
         raise ValueError(f"duplicate merge keys {key_columns}")
-    source = df.toArrow().cast(arrow_schema(df.schema))
-    if source.num_rows == 0:
-        return {"num_target_rows_updated": 0, "num_target_rows_inserted": 0}
-    predicate = " AND ".join(f"target.`{key}` = source.`{key}`" for key in key_columns)
+    condition = " AND ".join(f"target.`{key}` = source.`{key}`" for key in key_columns)
+    spark = df.sparkSession
     crash_point("write.before_commit")
-    metrics = (
-        table.merge(
-            source=source,
-            predicate=predicate,
-            source_alias="source",
-            target_alias="target",
-            commit_properties=_commit_properties(app_id, version, "MERGE UPSERT"),
+    with _session_transaction(spark, app_id, version):
+        (
+            DeltaTable.forPath(spark, str(path))
+            .alias("target")
+            .merge(df.alias("source"), condition)
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
         )
-        .when_matched_update_all()
-        .when_not_matched_insert_all()
-        .execute()
-    )
     crash_point("write.after_commit")
-    return {k: int(v) for k, v in metrics.items() if isinstance(v, int)}
+
+
+class ConcurrentWriteError(LakehouseError):
+    """Another writer changed what a backfill replaces, while it ran: nothing was written."""
+
+
+def _explain_conflict(error: Exception, path: str | Path, what: str) -> Exception:
+    name = type(error).__name__
+    if not name.startswith("Concurrent") and "DELTA_CONCURRENT" not in str(error):
+        return error
+    first = next((line for line in str(error).splitlines() if line.strip()), name)
+    return ConcurrentWriteError(
+        f"{path}: another writer committed to {what} while this backfill computed it "
+        f"(Delta: {first.strip()[:300]}). Nothing was replaced. Let the other writer finish "
+        "(`lakehouse run`, or the lakehouse_incremental DAG), then run the backfill again; "
+        "writers on one data root must not overlap (the writer lock on one host, the "
+        "Airflow pool lakehouse_writers across hosts)."
+    )
+
+
+def _replace(df: DataFrame, path: str | Path, predicate: str | None, what: str) -> int:
+    """Overwrite (all of the table, or the rows matching `predicate`) in one commit.
+
+    The commit says `dataChange=false`: the streams that read this table skip it,
+    as Delta's compactions are skipped, because a backfill writes the tables
+    downstream itself (streaming them again would count the rows twice). It
+    also carries an app transaction, which keeps Delta from relaxing its
+    conflict check for `dataChange=false` commits (to snapshot isolation): the
+    table's Serializable level applies, so a concurrent append to the range is
+    a conflict, not a row beside the recomputed ones.
+    """
+    writer = (
+        df.write.format("delta")
+        .mode("overwrite")
+        .option("dataChange", "false")
+        # A new app id each time: never taken for a replay of an earlier commit.
+        .option("txnAppId", f"lakehouse-{BACKFILL}-{uuid.uuid4()}")
+        .option("txnVersion", 0)
+        .option("userMetadata", _stream_metadata(None, None, lakehouseOperation=BACKFILL))
+    )
+    if predicate is not None:
+        writer = writer.option("replaceWhere", predicate)
+    crash_point("write.before_commit")
+    try:
+        writer.save(str(path))
+    except Exception as error:
+        explained = _explain_conflict(error, path, what)
+        if explained is error:
+            raise
+        raise explained from error
+    crash_point("write.after_commit")
+    return rows_committed(df.sparkSession, path)
+
+
+def replace_range(
+    df: DataFrame, path: str | Path, column: str, start: dt.date, end: dt.date
+) -> int:
+    """Atomically replace the rows whose `column` is in [start, end] with `df`.
+
+    Every row of `df` must fall in the range (Delta checks it); dates of the
+    range for which `df` has no rows end up empty. Returns the rows written.
+    """
+    (name,) = _identifiers(df.columns, [column], "range column")
+    if not all(isinstance(d, dt.date) and not isinstance(d, dt.datetime) for d in (start, end)):
+        raise TypeError("a range is given by dates")
+    if start > end:
+        raise ValueError(f"empty range {start}..{end}")
+    predicate = f"`{name}` >= '{start.isoformat()}' AND `{name}` <= '{end.isoformat()}'"
+    return _replace(df, path, predicate, f"{name} {start}..{end}")
+
+
+def replace_table(df: DataFrame, path: str | Path) -> int:
+    """Atomically replace every row of the table with `df` (one commit)."""
+    return _replace(df, path, None, "the table")
+
+
+def rows_committed(spark: SparkSession, path: str | Path) -> int:
+    """Rows the table's latest commit inserted or updated (Delta's operation metrics)."""
+    from delta.tables import DeltaTable
+
+    metrics = DeltaTable.forPath(spark, str(path)).history(1).collect()[0]["operationMetrics"] or {}
+    if "numOutputRows" in metrics:
+        return int(metrics["numOutputRows"])
+    return int(metrics.get("numTargetRowsInserted", 0)) + int(
+        metrics.get("numTargetRowsUpdated", 0)
+    )
+
+
+def append_rows(
+    spark: SparkSession,
+    path: str | Path,
+    rows: list[dict[str, Any]],
+    schema: T.StructType,
+    app_id: str | None = None,
+    version: int | None = None,
+) -> None:
+    """Append a few rows built on the driver (logs and metadata, not data)."""
+    append(spark.createDataFrame(rows, schema), path, app_id=app_id, version=version)

@@ -1,0 +1,85 @@
+"""A Delta table's log read without Spark (delta-rs): versions, micro-batches, writers.
+
+The checkpoint guards (`include.checkpoints`) run before any streaming query
+starts and decide whether to start it at all, so they must answer in
+milliseconds and without a JVM: does the table exist, what is its latest
+version, which micro-batch of a stream does it hold, which streams wrote it,
+what was committed after a given version. Everything that reads or writes
+data goes through Spark's Delta connector (the rest of `include.delta`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from deltalake import DeltaTable
+
+# Commits written by our streams carry this in their `userMetadata`: which
+# query and which micro-batch wrote them (`include.delta.writes`).
+STREAM_KEY = "streamingQueryId"
+
+
+def is_delta_table(path: str | Path) -> bool:
+    return (Path(path) / "_delta_log").is_dir() and DeltaTable.is_deltatable(str(path))
+
+
+def latest_version(path: str | Path) -> int:
+    """The table's current version (from the log; no data file is listed)."""
+    return DeltaTable(str(path), without_files=True).version()
+
+
+def columns(path: str | Path) -> list[str]:
+    return [field.name for field in DeltaTable(str(path), without_files=True).schema().fields]
+
+
+def committed_batch(path: str | Path, app_id: str) -> int | None:
+    """The newest micro-batch (Delta app transaction version) `app_id` committed to the table."""
+    return DeltaTable(str(path), without_files=True).transaction_version(app_id)
+
+
+def _user_metadata(commit: dict[str, Any]) -> dict[str, Any]:
+    text = commit.get("userMetadata")
+    try:
+        found = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def streams_that_wrote(path: str | Path) -> set[str]:
+    """Query ids of the streams whose micro-batches the table holds."""
+    if not is_delta_table(path):
+        return set()
+    found = set()
+    for commit in DeltaTable(str(path), without_files=True).history():
+        query_id = _user_metadata(commit).get(STREAM_KEY) or commit.get(STREAM_KEY)
+        if query_id:  # the second spelling: commits of the delta-rs sink before 0.2
+            found.add(str(query_id))
+    return found
+
+
+# Commits a stream of the table has nothing to read in: compaction and vacuum
+# (`dataChange=false`), and our backfills (`include.delta.writes.replace_range`).
+_NO_NEW_DATA = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END"})
+BACKFILL = "backfill"
+
+
+def unread_commits(path: str | Path, version: int) -> list[int]:
+    """Versions after `version` that may hold rows a stream of the table has not read.
+
+    Judged from each commit's operation (Delta's commit info), so it errs on the
+    safe side: any commit but a compaction, a vacuum or one of our backfills counts.
+    """
+    table = DeltaTable(str(path), without_files=True)
+    latest = table.version()
+    if latest <= version:
+        return []
+    return sorted(
+        int(commit["version"])
+        for commit in table.history(limit=latest - version)
+        if int(commit["version"]) > version
+        and commit.get("operation") not in _NO_NEW_DATA
+        and _user_metadata(commit).get("lakehouseOperation") != BACKFILL
+    )

@@ -1,0 +1,37 @@
+"""Read a Delta table, a version of it, or the rows added since a version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def read_table(spark: SparkSession, path: str | Path, version: int | None = None) -> DataFrame:
+    """The table (at `version`, with Delta's time travel, if given)."""
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return reader.load(str(path))
+
+
+def read_added_since(
+    spark: SparkSession, path: str | Path, since: int | None, version: int | None = None
+) -> DataFrame:
+    """Rows of `version` (default: latest) that were not in version `since`.
+
+    That is the rows of the data files the later snapshot holds and the earlier
+    one does not: rows appended, and rows rewritten by a MERGE, a backfill or a
+    compaction. `since=None` means the whole snapshot.
+    """
+    table = read_table(spark, path, version)
+    if since is None:
+        return table
+    before = set(read_table(spark, path, since).inputFiles())
+    added = [file for file in table.inputFiles() if file not in before]
+    # Delta's file path column: the same URIs inputFiles() lists.
+    return table.where(F.col("_metadata.file_path").isin(added)) if added else table.limit(0)
