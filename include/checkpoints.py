@@ -70,11 +70,14 @@ def recovery_advice(query: str) -> str:
 class CheckpointError(LakehouseError):
     """A checkpoint that cannot be used as it is."""
 
-    def __init__(self, checkpoint: Path, query: str, problem: str) -> None:
+    def __init__(
+        self, checkpoint: Path, query: str, problem: str, advice: str | None = None
+    ) -> None:
         self.checkpoint = checkpoint
         self.query = query
         super().__init__(
-            f"checkpoint {checkpoint} of stream {query}: {problem} {recovery_advice(query)}"
+            f"checkpoint {checkpoint} of stream {query}: {problem} "
+            f"{advice or recovery_advice(query)}"
         )
 
 
@@ -283,7 +286,11 @@ def guard(checkpoint: Path, query: str, tables: list[Path]) -> None:
                 checkpoint,
                 query,
                 "it was written by the Delta source of lakehouse 0.1 (Delta through delta-rs), "
-                "which Spark's own Delta source cannot continue from (README, 'Upgrading').",
+                "which Spark's own Delta source cannot continue from.",
+                "To upgrade, run `lakehouse recover --layer silver --layer gold` once: it "
+                "rebuilds the silver and gold tables by backfill from bronze and restarts their "
+                "streams with new checkpoints (the old ones are kept under "
+                f"checkpoints/{RETIRED}/). Bronze needs nothing. See README, 'Upgrading'.",
             )
         for table in tables:
             if not is_delta_table(table):

@@ -27,16 +27,16 @@ def is_delta_table(path: str | Path) -> bool:
 
 def latest_version(path: str | Path) -> int:
     """The table's current version (from the log; no data file is listed)."""
-    return DeltaTable(str(path), without_files=True).version()
+    return DeltaTable(str(path)).version()
 
 
 def columns(path: str | Path) -> list[str]:
-    return [field.name for field in DeltaTable(str(path), without_files=True).schema().fields]
+    return [field.name for field in DeltaTable(str(path)).schema().fields]
 
 
 def committed_batch(path: str | Path, app_id: str) -> int | None:
     """The newest micro-batch (Delta app transaction version) `app_id` committed to the table."""
-    return DeltaTable(str(path), without_files=True).transaction_version(app_id)
+    return DeltaTable(str(path)).transaction_version(app_id)
 
 
 def _user_metadata(commit: dict[str, Any]) -> dict[str, Any]:
@@ -53,7 +53,7 @@ def streams_that_wrote(path: str | Path) -> set[str]:
     if not is_delta_table(path):
         return set()
     found = set()
-    for commit in DeltaTable(str(path), without_files=True).history():
+    for commit in DeltaTable(str(path)).history():
         query_id = _user_metadata(commit).get(STREAM_KEY) or commit.get(STREAM_KEY)
         if query_id:  # the second spelling: commits of the delta-rs sink before 0.2
             found.add(str(query_id))
@@ -72,7 +72,7 @@ def unread_commits(path: str | Path, version: int) -> list[int]:
     Judged from each commit's operation (Delta's commit info), so it errs on the
     safe side: any commit but a compaction, a vacuum or one of our backfills counts.
     """
-    table = DeltaTable(str(path), without_files=True)
+    table = DeltaTable(str(path))
     latest = table.version()
     if latest <= version:
         return []

@@ -310,7 +310,7 @@ def live_files(path: Path) -> set[str]:
 
 @pytest.mark.full
 def test_maintenance_compacts_and_vacuums_without_changing_rows_or_reprocessing(
-    airflow_env, ingested
+    airflow_env, ingested, spark
 ):
     """Last in this module: it changes the ingested root (and runs its streams again)."""
     settings = settings_for(ingested)
@@ -324,7 +324,7 @@ def test_maintenance_compacts_and_vacuums_without_changing_rows_or_reprocessing(
     assert [delta_rows(path) for path in tables] == rows_before
     # Then the whole tables passed validation at their compacted versions, so
     # the next run's checks start after the compaction.
-    passed = last_passed_versions(settings)
+    passed = last_passed_versions(spark, settings)
     for (layer, name), path in zip(TABLES, tables, strict=True):
         assert passed[f"{layer}/{name}"] == DeltaTable(str(path)).version(), name
 

@@ -11,6 +11,7 @@ shows the next runs pass every check with nothing lost or duplicated.
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -82,6 +83,56 @@ def test_a_deleted_checkpoint_is_refused_before_anything_is_written(streamed_roo
     checkpoint = settings_for(root).checkpoint("bronze", "impressions")
     shutil.rmtree(checkpoint)
     refused(root, checkpoint, "it is missing", "bronze")
+
+
+# A data root written by lakehouse 0.1 (commit 12cb189: Delta through delta-rs, its own
+# Delta streaming source), 1,500 events of 2026-11-01 (seed 3), one run. It must live at
+# the path it was written at: Spark's file-source checkpoints hold absolute paths.
+V1_ROOT = Path("/tmp/lakehouse-v1-root")
+V1_FIXTURE = Path(__file__).parent.parent / "fixtures" / "data-root-v1.tar.gz"
+
+
+def test_a_data_root_of_the_previous_version_upgrades_with_recover():
+    shutil.rmtree(V1_ROOT, ignore_errors=True)
+    V1_ROOT.mkdir(parents=True)
+    shutil.unpack_archive(V1_FIXTURE, V1_ROOT)
+    try:
+        settings = settings_for(V1_ROOT)
+        before = snapshot(V1_ROOT)
+        # New events of the same day arrive before the upgrade: bronze takes them.
+        generate(GeneratorConfig(events=600, seed=4, days=1), V1_ROOT / "landing")
+        done = run_cli("run", "--data-root", str(V1_ROOT))
+        assert done.returncode == 1, done.stdout
+        legacy = settings.checkpoint("silver", "impressions")
+        assert f"checkpoint {legacy}" in done.stderr
+        assert "written by the Delta source of lakehouse 0.1" in done.stderr
+        assert "lakehouse recover --layer silver --layer gold" in done.stderr
+        after = snapshot(V1_ROOT)
+        assert all(after[t] == before[t] for t in before if not t.startswith(("bronze", "quar")))
+
+        done = run_cli(
+            "recover", "--layer", "silver", "--layer", "gold", "--data-root", str(V1_ROOT)
+        )
+        assert done.returncode == 0, done.stderr
+        passes(V1_ROOT)
+        # A later day streams through the new checkpoints.
+        day_three = dt.datetime(2026, 11, 3, tzinfo=dt.UTC)
+        config = GeneratorConfig(events=500, seed=5, start=day_three, days=1, late_rate=0.0)
+        generate(config, V1_ROOT / "landing")
+        output = passes(V1_ROOT)
+        assert "silver/impressions             in" in output
+        assert_bronze_holds_every_line_once(V1_ROOT)
+        tables = snapshot(V1_ROOT)
+        bronze_ids = {
+            r[0] for r in delta_rows(settings.table("bronze", "impressions"), ["impression_id"])
+        }
+        assert set(tables["silver/impressions"]) and max(tables["silver/impressions"].values()) == 1
+        silver_ids = {
+            r[0] for r in delta_rows(settings.table("silver", "impressions"), ["impression_id"])
+        }
+        assert silver_ids == bronze_ids
+    finally:
+        shutil.rmtree(V1_ROOT, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -57,14 +57,15 @@ def test_a_failed_stream_is_explained_by_its_innermost_python_error():
 
     spark_message = (
         "[STREAM_FAILED] Query [id = 9c8c, runId = 38e9] terminated with exception: "
-        "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source "
-        "perform latestOffset: Traceback (most recent call last):\n"
-        '  File "/work/main/include/delta/source.py", line 143, in latestOffset\n'
-        "include.delta.source.DeltaChangeError: /data/src: version 1 (WRITE) removed 1 data "
-        "file(s); a streaming read follows appends only.\n SQLSTATE: 38000\n=== Streaming Query ==="
+        "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function "
+        "in foreach batch sink. Reason: Traceback (most recent call last):\n"
+        '  File "/work/main/include/delta/writes.py", line 70, in ensure_table\n'
+        "include.errors.LakehouseError: Delta table /data/t has columns ['a'], the job writes "
+        "['b']; migrate the table or write to a new location\n SQLSTATE: 39000\n"
+        "=== Streaming Query ==="
     )
     assert explain(RuntimeError(spark_message)) == (
-        "DeltaChangeError: /data/src: version 1 (WRITE) removed 1 data file(s); "
-        "a streaming read follows appends only."
+        "LakehouseError: Delta table /data/t has columns ['a'], the job writes ['b']; "
+        "migrate the table or write to a new location"
     )
     assert explain(RuntimeError("plain failure\nmore")) == "RuntimeError: plain failure"

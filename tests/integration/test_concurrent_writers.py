@@ -7,6 +7,7 @@ writer that will not wait fails at once with a message naming the holder.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,9 +30,10 @@ def writers_of(table: Path, after_version: int) -> list[str]:
     for commit in sorted(DeltaTable(str(table)).history(), key=lambda c: c["version"]):
         if commit["version"] <= after_version:
             continue
-        if "streamingQueryId" in commit:
+        metadata = json.loads(commit.get("userMetadata") or "{}")
+        if "streamingQueryId" in metadata:
             kinds.append("stream")
-        elif commit.get("lakehouseOperation") == "REPLACE PARTITIONS":
+        elif metadata.get("lakehouseOperation") == "backfill":
             kinds.append("backfill")
     return kinds
 

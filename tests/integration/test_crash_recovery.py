@@ -8,17 +8,20 @@ that hangs fails the test. A kill is one of:
 
 - a random moment of the run (any stage: Spark start-up, bronze, silver, gold,
   the quality checks, the report);
-- a named point in the writers (`include/faults.py`): just before or after the
-  n-th commit of the streaming sink or of a batch write (MERGE, backfill
-  replacement, ledger), or a few milliseconds after reaching it, that is inside
-  the Delta commit;
-- the moment Spark writes a checkpoint file: the n-th new `offsets/` or
-  `commits/` entry, or new state store file, of one stream.
+- a named point around our writes (`include/faults.py`): just before or after
+  the n-th Delta write (a micro-batch append, a MERGE, a backfill replacement,
+  a ledger or results append), or a random few milliseconds after reaching it,
+  that is while Spark writes the data files and Delta commits them;
+- the moment Spark writes a checkpoint file (the n-th new `offsets/` or
+  `commits/` entry, or new state store file, of one stream) or Delta writes a
+  log file (the n-th new file in one table's `_delta_log/`).
 
 After the kills the command runs once more, uninterrupted. Then the tables must
 equal an uninterrupted run's (or backfill's) row for row, bronze and
-quarantine holding every line once; and one more run must succeed and change
-nothing, so no orphan file or state breaks later runs.
+quarantine holding every line once; one more run must succeed and change
+nothing, so no orphan file or state breaks later runs; and `lakehouse maintain
+--retain-hours 0` must leave the same rows and no data file that the table's
+Delta log does not reference (what the killed writers left behind).
 
 `pytest --kills N --kill-seed S` sets the number of kills (3 per data root,
 default 3) and the seed; each plan and its outcome is printed in the run's
@@ -34,6 +37,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow.compute as pc
 import pytest
@@ -85,9 +89,7 @@ class Reference:
     after_backfill: dict[str, Counter]
     run_seconds: float
     backfill_seconds: float
-    # Commits of one run past the crash points: the streaming sink's appends,
-    # and batch writes (MERGE upserts, ledger and results appends).
-    commits: dict[str, int]
+    commits: int  # Delta writes of one run (each passes the crash points once)
     backfill_args: tuple[str, ...]
     batches: dict[str, int]  # micro-batches per stream, e.g. "silver/user_sessions": 2
     stateful: tuple[str, ...]
@@ -98,7 +100,7 @@ class Kill:
     what: str  # how it is described in the plan
     crash_at: str | None = None  # LAKEHOUSE_CRASH_AT
     after_seconds: float | None = None
-    watch: tuple[str, str, int] | None = None  # stream, kind of file, n-th new one
+    watch: tuple[str, int] | None = None  # a folder under the data root, n-th new file in it
 
 
 @pytest.fixture(scope="module")
@@ -135,15 +137,11 @@ def reference(tmp_path_factory, landing) -> Reference:
         accepted = sum(after_run[f"bronze/{source}"].values())
         rejected = sum(after_run[f"quarantine/{source}"].values())
         assert accepted + rejected == len(landing_lines(landing, source))
-    history = [
-        commit
+    commits = sum(
+        commit.get("operation") != "CREATE TABLE"
         for log in (root / "lakehouse").rglob("_delta_log")
         for commit in DeltaTable(str(log.parent)).history()
-    ]
-    commits = {
-        "write": sum("lakehouseOperation" in c for c in history),
-        "sink": sum("streamingQueryId" in c and "lakehouseOperation" not in c for c in history),
-    }
+    )
     start, end = event_days(root)
     backfill_args = ("backfill", "--start", start, "--end", end)
     started = time.monotonic()
@@ -169,24 +167,29 @@ def reference(tmp_path_factory, landing) -> Reference:
 
 def run_kill(rng: random.Random, ref: Reference) -> Kill:
     """Any kill of a run; each one is reached by an uninterrupted run."""
-    kind = rng.choice(["moment", "moment", "sink", "sink", "write", "file", "file"])
-    n = rng.randint(1, ref.commits.get(kind, 1))
-    # Delays that land inside the commit: a sink commit takes a few ms, a MERGE
-    # tens (delta-rs releases the GIL while it commits, so the timer fires).
-    ms = rng.randint(0, 5 if kind == "sink" else 30)
+    kind = rng.choice(["moment", "moment", "write", "write", "write", "checkpoint", "log"])
+    n = rng.randint(1, ref.commits)
+    # Delays that land inside the write: Spark's job writing the files, then the
+    # Delta commit (the Python driver waits on the JVM, so the timer fires).
+    ms = rng.randint(0, 1500)
     if kind == "moment":
         seconds = round(rng.uniform(0.1, 0.6) * ref.run_seconds, 1)
         return Kill(f"run killed after {seconds} s", after_seconds=seconds)
-    if kind in ("sink", "write"):
+    if kind == "write":
         point = rng.choice([f"before_commit:{n}", f"after_commit:{n}", f"before_commit:{n}+{ms}"])
-        point = f"{kind}.{point}"
+        point = f"write.{point}"
         where = "inside" if "+" in point else "at"
         return Kill(f"run killed {where} {point}", crash_at=point)
+    if kind == "log":
+        stream = rng.choice(sorted(ref.batches))
+        folder = f"lakehouse/{stream}/_delta_log"
+        nth = rng.randint(1, 2 * ref.batches[stream])
+        return Kill(f"run killed at new {folder} file #{nth}", watch=(folder, nth))
     file_kind = rng.choice(CHECKPOINT_FILES)
     stream = rng.choice(ref.stateful if file_kind == "state" else sorted(ref.batches))
     nth = rng.randint(1, 2 if file_kind == "state" else ref.batches[stream])
-    what = f"run killed at new {stream}/{file_kind} file #{nth}"
-    return Kill(what, watch=(stream, file_kind, nth))
+    folder = f"checkpoints/{stream}/{file_kind}"
+    return Kill(f"run killed at new {folder} file #{nth}", watch=(folder, nth))
 
 
 def backfill_kill(rng: random.Random, ref: Reference) -> Kill:
@@ -196,7 +199,7 @@ def backfill_kill(rng: random.Random, ref: Reference) -> Kill:
         seconds = round(rng.uniform(0.1, 0.6) * ref.backfill_seconds, 1)
         return Kill(f"backfill killed after {seconds} s", after_seconds=seconds)
     if kind == "inside":
-        point = f"write.before_commit:{n}+{rng.randint(0, 5)}"
+        point = f"write.before_commit:{n}+{rng.randint(0, 1500)}"
         return Kill(f"backfill killed inside {point}", crash_at=point)
     return Kill(f"backfill killed at {kind}:{n}", crash_at=f"{kind}:{n}")
 
@@ -228,14 +231,13 @@ def attempt(root: Path, args: tuple[str, ...], kill: Kill, log: Path) -> tuple[s
         hang_at = started + HANG_SECONDS
         watched = before = None
         if kill.watch:
-            stream, kind, _ = kill.watch
-            watched = settings_for(root).checkpoints / stream / kind
+            watched = root / kill.watch[0]
             before = files(watched)
         while process.poll() is None:
             now = time.monotonic()
             moment_came = kill.after_seconds is not None and now >= started + kill.after_seconds
             file_written = (
-                watched is not None and kill.watch and files(watched) >= before + kill.watch[2]
+                watched is not None and kill.watch and files(watched) >= before + kill.watch[1]
             )
             if moment_came or file_written:
                 fired = True
@@ -286,6 +288,9 @@ def test_killed_again_and_again_then_rerun_equals_uninterrupted(
     finish_and_compare(root, reference.backfill_args, reference.after_backfill)
     # No orphan file or state trips a later run, and nothing is read twice.
     finish_and_compare(root, ("run",), reference.after_backfill)
+    # Vacuum removes what the killed writers left; the rows stay.
+    finish_and_compare(root, ("maintain", "--retain-hours", "0"), reference.after_backfill)
+    assert unreferenced_data_files(root) == []
     kills = sum(o.endswith(KILLED) for o in outcomes)
     figures.append(f"crash suite root {sequence} (seed {seed}): {kills} kills survived")
     figures.extend(f"  {o}" for o in outcomes)
@@ -295,6 +300,20 @@ def finish_and_compare(root: Path, args: tuple[str, ...], expected: dict[str, Co
     done = run_cli(*args, "--data-root", str(root), env=SMALL_BATCHES)
     assert done.returncode == 0, done.stderr[-4000:]
     assert tables(root) == expected, f"after {' '.join(args)}"
+
+
+def unreferenced_data_files(root: Path) -> list[str]:
+    """Parquet files under a table that its Delta log does not reference (read by delta-rs)."""
+    found = []
+    for log in sorted((root / "lakehouse").rglob("_delta_log")):
+        table = log.parent
+        live = {unquote(uri.removeprefix("file://")) for uri in DeltaTable(str(table)).file_uris()}
+        found += [
+            str(path)
+            for path in table.rglob("*.parquet")
+            if "_delta_log" not in path.parts and str(path) not in live
+        ]
+    return found
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

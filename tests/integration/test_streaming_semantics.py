@@ -12,16 +12,13 @@ import itertools
 from collections.abc import Callable
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-from deltalake import write_deltalake
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from include.checkpoints import CheckpointError
-from include.delta import DeltaStreamSink, read_stream
-from include.delta.schema import arrow_schema, ensure_table
+from include.delta import StreamSink, append, ensure_table, read_stream
 from jobs.contract import GOLD_SCHEMAS, SILVER_SCHEMAS, SOURCES
 from jobs.progress import StageResult
 from jobs.streaming import run_available_now
@@ -54,20 +51,20 @@ class Harness:
         self.spark, self.root, self.inputs, self.name = spark, root, inputs, name
         self.output = root / "output"
         for name, schema in inputs.items():
-            ensure_table(root / name, schema)
+            ensure_table(spark, root / name, schema)
         frames = {name: read_stream(spark, root / name) for name in inputs}
         self.frame = build(frames)
-        self.sink = DeltaStreamSink(
-            self.output, output_schema, root / "checkpoint", merge_keys=merge_keys or []
+        self.sink = StreamSink(
+            spark, self.output, output_schema, root / "checkpoint", merge_keys=merge_keys or []
         )
         self.output_mode = "update" if merge_keys else "append"
 
     def add(self, name: str, rows: list[dict]) -> Harness:
         schema = self.inputs[name]
-        table = pa.Table.from_pylist(
-            [{field: row.get(field) for field in schema.names} for row in rows]
+        frame = self.spark.createDataFrame(
+            [tuple(row.get(field) for field in schema.names) for row in rows], schema
         )
-        write_deltalake(str(self.root / name), table.cast(arrow_schema(schema)), mode="append")
+        append(frame, self.root / name)
         return self
 
     def run(self) -> StageResult:
@@ -78,6 +75,7 @@ class Harness:
             self.sink,
             [self.output],
             self.output_mode,
+            sources=[self.root / name for name in self.inputs],
         )
 
     def rows(self, *columns: str) -> set[tuple]:
