@@ -30,6 +30,21 @@ def test_lock_pins_every_package_exactly_and_agrees_with_the_top_level_pins():
     assert lock["pyspark"] == lock["pyspark-client"]
 
 
+def test_delta_jars_match_the_python_packages():
+    """The jars Maven fetches (jars/pom.xml) are Delta's for our Spark, at delta-spark's version."""
+    pom = (REPO / "jars" / "pom.xml").read_text()
+    lock = pins("requirements.txt")
+    delta = re.search(r"<delta.version>([^<]+)</delta.version>", pom)
+    spark = re.search(r"<spark.binary>([^<]+)</spark.binary>", pom)
+    assert delta and spark
+    assert delta.group(1) == lock["delta-spark"]
+    assert spark.group(1) == ".".join(lock["pyspark"].split(".")[:2])
+    assert "delta-spark_${spark.binary}_${scala.binary}" in pom
+    # The image fetches the same jars at build time into the folder sessions read.
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert "jars/pom.xml" in dockerfile and "./jars/" in dockerfile
+
+
 def test_ci_runs_the_readme_test_command():
     readme = (REPO / "README.md").read_text()
     assert "make test" in readme
