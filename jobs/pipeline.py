@@ -38,6 +38,7 @@ from jobs.validate import (
     RECONCILIATION,
     LayerCheck,
     LayerValidation,
+    last_passed_versions,
     tables_written_by,
     validate_layer,
 )
@@ -169,10 +170,11 @@ def run_pipeline(
     quarantine_before = {s: _version(settings.table("quarantine", s)) for s in SOURCES}
     run = RunOutcome(run_id, "run", dt.datetime.now(dt.UTC), layers=tuple(layers))
     with reported(settings, run) as outcome:
+        baselines = last_passed_versions(spark, settings)
         for layer, stage in STAGES:
             if layer not in layers:
                 continue
-            validation = LayerValidation(spark, settings, gate, layer, run_id)
+            validation = LayerValidation(spark, settings, gate, layer, run_id, baselines)
             outcome.checks.append(validation.result)
             for result in stage(spark, settings):
                 record_progress(spark, settings, run_id, result.stage, result.progress)
@@ -209,8 +211,11 @@ def validate_tables(
     with reported(settings, run) as outcome:
         if "bronze" in layers:
             outcome.quarantine = quarantine_by_reason(spark, settings, {})
+        baselines = {} if whole_table else last_passed_versions(spark, settings)
         for layer in layers:
-            check = validate_layer(spark, settings, gate, layer, outcome.run_id, whole_table)
+            check = validate_layer(
+                spark, settings, gate, layer, outcome.run_id, baselines, whole_table
+            )
             outcome.checks.append(check)
             for line in check.lines():
                 echo(line)

@@ -317,13 +317,16 @@ class LayerValidation:
         gate: QualityGate,
         layer: str,
         run_id: str,
+        baselines: dict[str, int],
         whole_table: bool = False,
     ) -> None:
+        """`baselines`: `last_passed_versions`, read once per command (a layer's
+        validation records only its own tables, so it holds for every layer)."""
         self.spark, self.settings, self.gate = spark, settings, gate
         self.run_id, self.whole_table = run_id, whole_table
         self.result = LayerCheck(layer)
         self._suites = load_suites()
-        self._baselines = {} if whole_table else last_passed_versions(spark, settings)
+        self._baselines = {} if whole_table else baselines
 
     @property
     def unchecked(self) -> list[str]:
@@ -362,10 +365,11 @@ def validate_layer(
     gate: QualityGate,
     layer: str,
     run_id: str,
+    baselines: dict[str, int],
     whole_table: bool = False,
 ) -> LayerCheck:
     """Run the checkpoint of every table of `layer`, record it, render Data Docs."""
-    validation = LayerValidation(spark, settings, gate, layer, run_id, whole_table)
+    validation = LayerValidation(spark, settings, gate, layer, run_id, baselines, whole_table)
     validation.check(LAYERS[layer])
     return validation.finish()
 

@@ -34,6 +34,15 @@ def columns(path: str | Path) -> list[str]:
     return [field.name for field in DeltaTable(str(path)).schema().fields]
 
 
+def files_added(path: str | Path, since: int, version: int | None = None) -> set[str]:
+    """Names of the data files `version` (default: latest) holds and version `since` did not."""
+
+    def names(at: int | None) -> set[str]:
+        return {uri.rsplit("/", 1)[-1] for uri in DeltaTable(str(path), version=at).file_uris()}
+
+    return names(version) - names(since)
+
+
 def committed_batch(path: str | Path, app_id: str) -> int | None:
     """The newest micro-batch (Delta app transaction version) `app_id` committed to the table."""
     return DeltaTable(str(path)).transaction_version(app_id)

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
+from include.delta.log import files_added
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -27,11 +29,16 @@ def read_added_since(
     That is the rows of the data files the later snapshot holds and the earlier
     one does not: rows appended, and rows rewritten by a MERGE, a backfill or a
     compaction. `since=None` means the whole snapshot.
+
+    The two file lists come from the log (delta-rs: milliseconds; rebuilding an
+    older snapshot in Spark costs a job per table); Spark reads the rows.
     """
     table = read_table(spark, path, version)
     if since is None:
         return table
-    before = set(read_table(spark, path, since).inputFiles())
-    added = [file for file in table.inputFiles() if file not in before]
-    # Delta's file path column: the same URIs inputFiles() lists.
-    return table.where(F.col("_metadata.file_path").isin(added)) if added else table.limit(0)
+    added = files_added(path, since, version)
+    if not added:
+        return table.limit(0)
+    # Delta names every data file uniquely (part-<n>-<uuid>...): its name identifies it.
+    name = F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1)
+    return table.where(name.isin(sorted(added)))
