@@ -110,9 +110,18 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpe
                 ),
                 "quarantine",
             )
-            batch_lines = accepted.count() + rejected.count() if already_in else batch.count()
-            bronze.write(accepted, batch_id)
-            quarantine.write(rejected, batch_id)
+            if already_in:
+                counts = {True: accepted.count(), False: rejected.count()}
+            else:
+                by_outcome = batch.groupBy(F.col("_reject_reason").isNull()).count().collect()
+                counts = {True: 0, False: 0} | {row[0]: row[1] for row in by_outcome}
+            # A table gets no commit for a batch without rows for it: an empty
+            # commit would start the streams downstream and their checks for nothing.
+            if counts[True]:
+                bronze.write(accepted, batch_id)
+            if counts[False]:
+                quarantine.write(rejected, batch_id)
+            batch_lines = counts[True] + counts[False]
             record_lines_read(spark, settings, source, bronze.app_id, batch_id, batch_lines)
             lines_read += batch_lines
         finally:

@@ -79,7 +79,8 @@ def unread_commits(path: str | Path, version: int) -> list[int]:
     """Versions after `version` that may hold rows a stream of the table has not read.
 
     Judged from each commit's operation (Delta's commit info), so it errs on the
-    safe side: any commit but a compaction, a vacuum or one of our backfills counts.
+    safe side: any commit but a compaction, a vacuum, one of our backfills or an
+    append that wrote no file counts.
     """
     table = DeltaTable(str(path))
     latest = table.version()
@@ -91,4 +92,14 @@ def unread_commits(path: str | Path, version: int) -> list[int]:
         if int(commit["version"]) > version
         and commit.get("operation") not in _NO_NEW_DATA
         and _user_metadata(commit).get("lakehouseOperation") != BACKFILL
+        and not _wrote_no_file(commit)
+    )
+
+
+def _wrote_no_file(commit: dict[str, Any]) -> bool:
+    """An append of an empty micro-batch (Delta commits it, to record the batch)."""
+    metrics = commit.get("operationMetrics") or {}
+    return (
+        commit.get("operation") in ("WRITE", "STREAMING UPDATE")
+        and str(metrics.get("numFiles", "")) == "0"
     )
