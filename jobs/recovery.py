@@ -53,13 +53,13 @@ def streams_behind(settings: Settings) -> list[str]:
         query = f"{layer}/{table}"
         checkpoint = settings.checkpoint(layer, table)
         position = read_position(checkpoint, query)
-        if position is None and not read_sidecar(checkpoint).get("starting_versions"):
+        sidecar = read_sidecar(checkpoint)
+        if position is None and not sidecar.get("starting_versions"):
             behind.append(f"{query}: its stream has never run")
             continue
         if position is not None and position.planned != position.completed:
             behind.append(f"{query}: micro-batch {position.planned} was started, not finished")
             continue
-        sidecar = read_sidecar(checkpoint)
         read = sidecar.get("read_versions") or sidecar.get("starting_versions") or {}
         sources = [Path(table) for table in read]
         if not sources:
