@@ -58,7 +58,7 @@ spark-cluster-up: setup
 spark-cluster-down: setup
 	$(BIN)/python -m include.local_spark_cluster stop
 
-# CI runs `make test` (about 27 minutes on 2 cores); `make test-full` adds the long
+# CI runs `make test` (about 22 minutes on 2 cores); `make test-full` adds the long
 # variants marked `full` (crash storms, damaged checkpoints, concurrent writers,
 # live Airflow on a Spark cluster, thousands of files): about 75 minutes.
 test: setup browser lint typecheck
