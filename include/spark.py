@@ -108,6 +108,11 @@ def session_conf(
         # Delta rebuilds a table's snapshot in this many tasks (its default, 50,
         # is sized for clusters: on two cores it is most of a small commit's time).
         "spark.databricks.delta.snapshotPartitions": str(settings.shuffle_partitions),
+        # Delta's VACUUM lists and deletes files in this many tasks (Spark's
+        # default, 10,000, made one vacuum of a small table take minutes here).
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(
+            settings.shuffle_partitions
+        ),
         # Keep every micro-batch's progress of a run for the stage summary.
         "spark.sql.streaming.numRecentProgressUpdates": "10000",
         "spark.ui.showConsoleProgress": "false",
@@ -118,6 +123,7 @@ def session_conf(
                 "spark.ui.enabled": "false",
                 "spark.sql.shuffle.partitions": "2",
                 "spark.databricks.delta.snapshotPartitions": "2",
+                "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
                 "spark.default.parallelism": "2",
                 "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
             }

@@ -255,6 +255,8 @@ def attempt(root: Path, args: tuple[str, ...], kill: Kill, log: Path) -> tuple[s
     return (KILLED if fired else FINISHED), seconds
 
 
+# Three kills, three reruns and a vacuum of every table: longer than the default limit.
+@pytest.mark.timeout(2400)
 def test_killed_again_and_again_then_rerun_equals_uninterrupted(
     tmp_path, landing, reference, kill_plan, figures
 ):
