@@ -9,7 +9,7 @@ each run covering its data interval. Unpaused, it also recomputes yesterday
 every night: the complete answer, with the late events streaming dropped.
 
 check_request validates the form in plain Python before any Spark job starts:
-dates parse, start <= end, at most 366 days, known layers.
+dates parse, start <= end, known layers.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ with DAG(
             type=["null", "string"],
             format="date",
             title="End date",
-            description="Last event date (UTC), inclusive; at most 366 days after the start.",
+            description="Last event date (UTC), inclusive.",
         ),
         "layers": Param(
             ["silver", "gold"],

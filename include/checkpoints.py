@@ -41,6 +41,7 @@ from include.delta.log import (
     committed_batch,
     is_delta_table,
     latest_version,
+    restores_after,
     streams_that_wrote,
     unread_commits,
 )
@@ -117,14 +118,19 @@ def latest_versions(tables: Sequence[Path]) -> dict[str, int]:
     return {str(t.resolve()): latest_version(t) for t in tables if is_delta_table(t)}
 
 
-def record_read(checkpoint: Path, versions: dict[str, int]) -> None:
+def record_read(
+    checkpoint: Path, versions: dict[str, int], written: dict[str, int] | None = None
+) -> None:
     """After a successful run: the stream has read every version up to these.
 
     Taken before the query started (an `availableNow` query reads at least up
     to the versions current at its start), so they never claim too much.
+    `written`: the versions of the tables it writes after the run.
     """
     sidecar = read_sidecar(checkpoint)
     sidecar["read_versions"] = {**sidecar.get("read_versions", {}), **versions}
+    if written:
+        sidecar["written_versions"] = {**sidecar.get("written_versions", {}), **written}
     # A recovered stream's starting versions served its first run; its offsets say the rest.
     sidecar.pop("starting_versions", None)
     write_sidecar(checkpoint, sidecar)
@@ -306,9 +312,49 @@ def guard(checkpoint: Path, query: str, tables: list[Path]) -> None:
                     "(restored from a backup?). Replayed batches would be skipped as "
                     "already written and their data lost.",
                 )
+    _refuse_restored_tables(checkpoint, query, sidecar)
     if not sidecar:
         created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         write_sidecar(checkpoint, {"query": query, "created": created})
+
+
+def _refuse_restored_tables(checkpoint: Path, query: str, sidecar: dict[str, Any]) -> None:
+    """Refuse when a table the stream read or wrote is older than the stream recorded."""
+    recorded = [
+        (what, Path(table), int(version))
+        for what, key in (("read", "read_versions"), ("written", "written_versions"))
+        for table, version in sidecar.get(key, {}).items()
+    ]
+    for what, table, version in recorded:
+        if not is_delta_table(table):
+            if what == "written":
+                raise CheckpointError(
+                    checkpoint,
+                    query,
+                    f"{table} is gone, but the stream had written it up to version {version}.",
+                )
+            continue  # a source that is not there yet, or deleted: Spark says so itself
+        latest = latest_version(table)
+        if latest < version:
+            problem = (
+                f"{table} is at version {latest}, older than version {version} that the "
+                f"stream had {what} at its last run (a backup copied over it?)."
+            )
+        else:
+            restores = [(at, to) for at, to in restores_after(table, version) if to < version]
+            if not restores:
+                continue
+            at, to = restores[0]
+            problem = (
+                f"{table} was restored to version {to} (Delta RESTORE, committed as version "
+                f"{at}), older than version {version} that the stream had {what} at its last "
+                "run."
+            )
+        raise CheckpointError(
+            checkpoint,
+            query,
+            f"{problem} Going on would leave this stream's tables out of step with it.",
+        )
 
 
 _STATE_ERROR = re.compile(

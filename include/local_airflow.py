@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from include import processes
+from include.local_spark_cluster import LocalSparkCluster
 from include.orchestration import REPO, WRITERS_POOL
 
 ADMIN = "admin"
@@ -49,6 +50,8 @@ class LocalAirflow:
     parallelism: int = 2
     # Cron expression of lakehouse_incremental, or "none" for manual runs only.
     schedule: str | None = None
+    # The Spark standalone cluster's shared secret (include.local_spark_cluster), if any.
+    spark_secret_file: Path | None = None
 
     @property
     def state(self) -> Path:
@@ -98,6 +101,8 @@ class LocalAirflow:
             "AIRFLOW__CORE__FERNET_KEY": self._secret("fernet-key", _fernet_key),
             "AIRFLOW__API__BASE_URL": self.url,
             "AIRFLOW__API__PORT": str(self.port),
+            # Only this machine reaches the UI (Airflow's default is every interface).
+            "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__WORKERS": "1",
             # Task workers authenticate to the api-server with tokens signed by this.
             "AIRFLOW__API_AUTH__JWT_SECRET": self._secret("jwt-secret"),
@@ -110,6 +115,8 @@ class LocalAirflow:
         }
         if self.schedule:
             env["LAKEHOUSE_INCREMENTAL_SCHEDULE"] = self.schedule
+        if self.spark_secret_file is not None:
+            env["LAKEHOUSE_SPARK_AUTH_SECRET"] = self.spark_secret_file.read_text().strip()
         return env
 
     def airflow(self, env: dict[str, str], *args: str) -> None:
@@ -136,7 +143,7 @@ class LocalAirflow:
             "tasks that write lakehouse tables, one at a time",
         )
         argv = {
-            "api-server": [AIRFLOW, "api-server", "--port", str(self.port)],
+            "api-server": [AIRFLOW, "api-server", "--host", "127.0.0.1", "--port", str(self.port)],
             "scheduler": [AIRFLOW, "scheduler"],
             "dag-processor": [AIRFLOW, "dag-processor"],
         }
@@ -164,13 +171,27 @@ def _parser() -> argparse.ArgumentParser:
         help="master of the spark_default connection, e.g. spark://127.0.0.1:7077",
     )
     parser.add_argument("--data-root", type=Path, default=REPO / "data", help="lakehouse data root")
+    parser.add_argument(
+        "--spark-secret-file",
+        type=Path,
+        default=None,
+        help="the standalone cluster's shared secret (default, for a spark:// master: the "
+        "one `make spark-cluster-up` generated)",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    secret_file = args.spark_secret_file
+    if secret_file is None and args.spark_master.startswith("spark://"):
+        secret_file = LocalSparkCluster(REPO / ".spark-cluster").secret_file
     local = LocalAirflow(
-        args.home.resolve(), args.port, args.spark_master, args.data_root.resolve()
+        args.home.resolve(),
+        args.port,
+        args.spark_master,
+        args.data_root.resolve(),
+        spark_secret_file=secret_file if secret_file and secret_file.exists() else None,
     )
     if args.action == "stop":
         stopped = local.stop()

@@ -6,6 +6,13 @@ the DAGs: point the `spark_default` connection at `spark://127.0.0.1:7077`
 (`make airflow-up SPARK_MASTER=spark://127.0.0.1:7077`). Executors run the
 same virtual environment and read the same data root, as they would on a
 cluster built from the project image with a shared volume.
+
+Only this machine can use it: the master, the worker and their web UIs listen
+on 127.0.0.1, and every connection must prove it knows the cluster's shared
+secret (`spark.authenticate`), generated at the first start into
+`<state>/auth-secret` (owner-only). Applications read it from
+LAKEHOUSE_SPARK_AUTH_SECRET (`make airflow-up` passes it on); the worker hands
+it to the executors it starts.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import sys
 import urllib.request
 from dataclasses import dataclass
@@ -41,6 +49,19 @@ class LocalSparkCluster:
     def ui_url(self) -> str:
         return f"http://127.0.0.1:{self.ui_port}"
 
+    @property
+    def secret_file(self) -> Path:
+        return self.state / "auth-secret"
+
+    def secret(self) -> str:
+        """The shared secret of the cluster, generated (owner-only) on first use."""
+        if not self.secret_file.exists():
+            self.state.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(self.secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "w") as file:
+                file.write(secrets.token_urlsafe(32))
+        return self.secret_file.read_text().strip()
+
     def alive_workers(self) -> int:
         """Workers the master counts as ALIVE (its /json status page)."""
         try:
@@ -55,7 +76,12 @@ class LocalSparkCluster:
             raise RuntimeError(f"the cluster in {self.state} is already running; stop it first")
         env = {
             **os.environ,
+            # Spark's daemons bind their RPC port and web UI to this address.
             "SPARK_LOCAL_IP": "127.0.0.1",
+            # Authentication on; the daemons read the secret from _SPARK_AUTH_SECRET
+            # (not a -D option, which every user of `ps` could read).
+            "SPARK_DAEMON_JAVA_OPTS": "-Dspark.authenticate=true",
+            "_SPARK_AUTH_SECRET": self.secret(),
             "SPARK_NO_DAEMONIZE": "1",
             "PYSPARK_PYTHON": sys.executable,
         }
@@ -134,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"Spark master {cluster.master_url} (UI {cluster.ui_url}), 1 worker")
     print(f"  logs: {cluster.state / 'logs'}")
+    print(f"  shared secret: {cluster.secret_file} (make airflow-up passes it to the jobs)")
     print(f"  use it: make airflow-up SPARK_MASTER={cluster.master_url}")
     return 0
 

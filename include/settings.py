@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_DATA_ROOT = "./data"
@@ -70,6 +70,9 @@ class Settings:
     # State store of new stateful queries: "rocksdb" (default) or "hdfs" (Spark's
     # default, in the JVM heap). A checkpoint keeps the store it was created with.
     state_store: str = "rocksdb"
+    # Shared secret of a Spark standalone cluster that requires authentication
+    # (`spark.authenticate`): LAKEHOUSE_SPARK_AUTH_SECRET. None: no authentication.
+    spark_auth_secret: str | None = field(default=None, repr=False)
 
     @classmethod
     def load(
@@ -90,6 +93,7 @@ class Settings:
             lock_timeout_seconds=_env_int("LAKEHOUSE_LOCK_TIMEOUT", 900, minimum=0),
             future_tolerance=dt.timedelta(hours=_env_int("LAKEHOUSE_FUTURE_TOLERANCE_HOURS", 24)),
             state_store=_state_store(os.environ.get("LAKEHOUSE_STATE_STORE") or "rocksdb"),
+            spark_auth_secret=os.environ.get("LAKEHOUSE_SPARK_AUTH_SECRET") or None,
         )
 
     # Layout of the data root (CONTRACT.md section 1).

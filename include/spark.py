@@ -117,6 +117,12 @@ def session_conf(
         "spark.sql.streaming.numRecentProgressUpdates": "10000",
         "spark.ui.showConsoleProgress": "false",
     }
+    if settings.spark_auth_secret:
+        # A standalone cluster that requires authentication takes the secret from
+        # the driver's configuration only (Spark's SecurityManager); Spark's UI
+        # and logs redact it.
+        conf["spark.authenticate"] = "true"
+        conf["spark.authenticate.secret"] = settings.spark_auth_secret
     if for_tests:
         conf.update(
             {

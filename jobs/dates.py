@@ -11,13 +11,17 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-MAX_BACKFILL_DAYS = 366
 BACKFILL_LAYERS = ("silver", "gold")
 
 
 @dataclass(frozen=True)
 class DateRange:
-    """UTC event dates start..end, both inclusive."""
+    """UTC event dates start..end, both inclusive.
+
+    Any length: a backfill computes from bronze once and replaces the date
+    partitions present in the range, so a range costs what it holds, however
+    many empty days lie between its dates.
+    """
 
     start: dt.date
     end: dt.date
@@ -25,12 +29,6 @@ class DateRange:
     def __post_init__(self) -> None:
         if self.start > self.end:
             raise ValueError(f"start {self.start} is after end {self.end}")
-        if (self.end - self.start).days + 1 > MAX_BACKFILL_DAYS:
-            raise ValueError(f"a backfill covers at most {MAX_BACKFILL_DAYS} days")
-
-    @property
-    def dates(self) -> list[dt.date]:
-        return [self.start + dt.timedelta(days=n) for n in range((self.end - self.start).days + 1)]
 
 
 def parse_date(text: object, what: str) -> dt.date:

@@ -3,6 +3,11 @@
 Run it on a slower schedule than the pipeline (the `lakehouse_maintenance`
 DAG: nightly) and never at the same time as a writer (the DAG's task is in
 the writers pool). Delta's OPTIMIZE and VACUUM do the work.
+
+A table a stream has not read to its end (a run was blocked, or Airflow ran
+only the bronze task for a while) is compacted but not vacuumed: the files
+of the commits the stream has yet to read are kept until it has read them,
+whatever `--retain-hours` says. Each such table's line names the streams.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from include.checkpoints import read_sidecar, unread_versions
 from include.delta import is_delta_table
 from include.delta.maintenance import TableMaintenance, compact_and_vacuum
 from include.settings import Settings
+from jobs.backfill import TABLES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,11 +54,34 @@ def delta_tables(settings: Settings) -> Iterator[tuple[str, Path]]:
             yield f"{layer.name}/{table.name}", table
 
 
+def streams_behind_on(settings: Settings) -> dict[Path, list[str]]:
+    """Per table: the streams that still have commits of it to read, as `query (n commits)`."""
+    behind: dict[Path, list[str]] = {}
+    for layer, name in TABLES:
+        query = f"{layer}/{name}"
+        checkpoint = settings.checkpoint(layer, name)
+        sidecar = read_sidecar(checkpoint)
+        read = sidecar.get("read_versions") or sidecar.get("starting_versions") or {}
+        sources = [Path(table) for table in read]
+        for table, versions in unread_versions(checkpoint, query, sources).items():
+            behind.setdefault(table.resolve(), []).append(
+                f"{query} ({len(versions)} commit(s) unread)"
+            )
+    return behind
+
+
 def maintain_tables(
     spark: SparkSession, settings: Settings, retain_hours: int
 ) -> Iterator[TableMaintenance]:
+    behind = streams_behind_on(settings)
     for name, path in delta_tables(settings):
-        yield compact_and_vacuum(spark, path, name, retain_hours)
+        readers = behind.get(path.resolve())
+        reason = (
+            f"{', '.join(readers)} behind; `lakehouse run`, then maintain again"
+            if readers
+            else None
+        )
+        yield compact_and_vacuum(spark, path, name, retain_hours, reason)
 
 
 def _older_than(path: Path, cutoff: float) -> bool:

@@ -31,12 +31,14 @@ from include.checkpoints import (
     unread_versions,
     write_sidecar,
 )
-from include.delta import is_delta_table, latest_version, read_table
+from include.delta import append_rows, is_delta_table, latest_version, read_table
 from include.delta.log import streams_that_wrote
 from include.settings import Settings
 from jobs.backfill import TABLES, run_backfill
+from jobs.bronze import LEDGER_SCHEMA, ledger_path
 from jobs.contract import EVENT_TIME, SOURCES
-from jobs.dates import MAX_BACKFILL_DAYS, DateRange
+from jobs.dates import DateRange
+from jobs.validate import reconciliation_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -70,8 +72,11 @@ def streams_behind(settings: Settings) -> list[str]:
     return behind
 
 
-def bronze_dates(spark: SparkSession, settings: Settings) -> list[DateRange]:
-    """Every event date in bronze, in ranges a backfill accepts."""
+def bronze_dates(spark: SparkSession, settings: Settings) -> DateRange | None:
+    """The range from the first to the last event date in bronze (None: bronze is empty).
+
+    One backfill over it costs what bronze holds, however far apart its dates.
+    """
     bounds = [
         read_table(spark, path)
         .select(F.to_date(EVENT_TIME).alias("day"))  # UTC: the session's time zone
@@ -81,15 +86,7 @@ def bronze_dates(spark: SparkSession, settings: Settings) -> list[DateRange]:
         if is_delta_table(path)
     ]
     days = [day for row in bounds if row and row[0] for day in (row[0], row[1])]
-    if not days:
-        return []
-    start, end = min(days), max(days)
-    ranges = []
-    while start <= end:
-        last = min(end, start + dt.timedelta(days=MAX_BACKFILL_DAYS - 1))
-        ranges.append(DateRange(start, last))
-        start = last + dt.timedelta(days=1)
-    return ranges
+    return DateRange(min(days), max(days)) if days else None
 
 
 def layer_queries(layer: str) -> list[str]:
@@ -116,10 +113,12 @@ def recover_layer(
             shutil.move(checkpoint, retired / query)
             echo(f"{layer}/{query}: checkpoint moved to {retired / query}")
 
-    if layer != "bronze":
-        for dates in bronze_dates(spark, settings):
-            for result in run_backfill(spark, settings, dates, [layer]):
-                echo(f"rebuilt by backfill {dates.start}..{dates.end}: {result.summary()}")
+    if layer == "bronze":
+        restate_ledger(spark, settings, f"recover-{stamp}", echo)
+    dates = bronze_dates(spark, settings) if layer != "bronze" else None
+    if dates is not None:
+        for result in run_backfill(spark, settings, dates, [layer]):
+            echo(f"rebuilt by backfill {dates.start}..{dates.end}: {result.summary()}")
 
     # Versions are taken after the backfill, so its rewrites are not read as new rows.
     versions = {
@@ -146,6 +145,41 @@ def recover_layer(
         write_sidecar(settings.checkpoint(layer, query), sidecar)
         echo(f"{layer}/{query}: new checkpoint {settings.checkpoint(layer, query)}")
     return retired
+
+
+def restate_ledger(
+    spark: SparkSession, settings: Settings, entry: str, echo: Callable[[str], None]
+) -> None:
+    """Make the ingest ledger agree with what bronze and quarantine hold now.
+
+    After a bronze table was restored to an older version, the ledger counts
+    lines the table no longer holds; the restarted stream reads their files
+    again and counts them again. One correcting row per source (query id
+    `entry`, the lines the tables lost, negative) keeps lines read = bronze
+    rows + quarantine rows true, and says in the ledger itself what happened.
+    """
+    if not is_delta_table(ledger_path(settings)):
+        return
+    frame = reconciliation_frame(spark, settings)
+    corrections = [
+        {
+            "source": row["source"],
+            "query_id": entry,
+            "batch_id": 0,
+            "lines_read": row["bronze_rows"] + row["quarantine_rows"] - row["lines_read"],
+            "recorded_at": dt.datetime.now(dt.UTC),
+        }
+        for row in frame.collect()
+        if row["bronze_rows"] + row["quarantine_rows"] != row["lines_read"]
+    ]
+    if corrections:
+        append_rows(spark, ledger_path(settings), corrections, LEDGER_SCHEMA)
+        for row in corrections:
+            echo(
+                f"bronze/{row['source']}: the ingest ledger counted {-row['lines_read']:,} "
+                "line(s) the tables no longer hold (restored?): restated; their files are read "
+                "again"
+            )
 
 
 def _files_in(spark: SparkSession, table: Path) -> list[str]:

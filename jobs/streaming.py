@@ -58,8 +58,7 @@ def run_available_now(
             if explained is error:
                 raise
             raise explained from error
-    if versions:
-        record_read(checkpoint, versions)
+    record_read(checkpoint, versions, latest_versions(tables))
     progress = query.recentProgress
     result.progress = [json.loads(p.json) for p in progress]
     result.rows_in = sum(p.numInputRows for p in progress)

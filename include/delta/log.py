@@ -69,6 +69,21 @@ def streams_that_wrote(path: str | Path) -> set[str]:
     return found
 
 
+def restores_after(path: str | Path, version: int) -> list[tuple[int, int]]:
+    """RESTORE commits after `version`: (the commit's version, the version it restored)."""
+    table = DeltaTable(str(path))
+    latest = table.version()
+    if latest <= version:
+        return []
+    found = []
+    for commit in table.history(limit=latest - version):
+        if int(commit["version"]) > version and commit.get("operation") == "RESTORE":
+            parameters = commit.get("operationParameters") or {}
+            restored = parameters.get("version")
+            found.append((int(commit["version"]), -1 if restored is None else int(restored)))
+    return sorted(found)
+
+
 # Commits a stream of the table has nothing to read in: compaction and vacuum
 # (`dataChange=false`), and our backfills (`include.delta.writes.replace_range`).
 _NO_NEW_DATA = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END"})

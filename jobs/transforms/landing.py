@@ -7,7 +7,7 @@ line), `raw` / `raw_base64` for the quarantine, `_source_file`, `_ingested_at`.
 
 Every line yields exactly one output row, so lines read = accepted + rejected.
 Checks, in order: UTF-8, size, empty, JSON syntax, JSON object; then every
-field problem is listed (missing or null, wrong type, bad timestamp, event
+field problem is listed (missing, null or blank, wrong type, bad timestamp, event
 time out of the accepted range, unknown enum value). Nothing is repaired: a
 line with any problem is rejected whole.
 
@@ -33,6 +33,17 @@ from jobs.contract import EVENT_TIME, SourceSpec
 # ISO-8601 date-time with seconds and a UTC offset; fractions up to nanoseconds.
 ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
 EARLIEST_EVENT_TIME = dt.datetime(1900, 1, 1, tzinfo=dt.UTC)
+# A string of nothing but Unicode white space (the White_Space property: spaces,
+# tabs, line breaks, no-break and ideographic spaces) is a missing value.
+BLANK = r"^\p{IsWhite_Space}*$"
+# A JSON escape of half a surrogate pair (`"\ud800"`) names no Unicode character:
+# Spark's JSON parser rejects the line, and this names the cause. (A correct
+# pair, `"\ud83d\ude00"`, is one character and accepted; UTF-8 bytes of a lone
+# surrogate are not valid UTF-8.)
+LONE_SURROGATE = (
+    r"(?i)(?<!\\)(?:\\\\)*\\ud[89ab][0-9a-f]{2}(?!\\ud[c-f])"
+    r"|(?<!\\ud[89ab][0-9a-f]{2})(?<!\\)(?:\\\\)*\\ud[c-f][0-9a-f]{2}"
+)
 RAW_PREVIEW_CHARS = 1000
 VALUE_PREVIEW_CHARS = 60
 # The class of a reason: the reason without its details (values, sizes),
@@ -111,6 +122,10 @@ def parse_landing_lines(
                 F.format_string(f"line too long: %d bytes (limit {max_line_bytes})", size),
             )
             .when(F.trim(value) == "", F.lit("empty line"))
+            .when(
+                F.col("_doc").isNull() & value.rlike(LONE_SURROGATE),
+                F.lit("not valid JSON (a \\u escape of a lone UTF-16 surrogate)"),
+            )
             .when(F.col("_doc").isNull(), F.lit("not valid JSON (syntax error or duplicate key)"))
             .when(
                 ~doc_type.startswith("OBJECT"),
@@ -123,8 +138,14 @@ def parse_landing_lines(
 
         types = {name: F.col(f"_type_{name}") for name in names}
         text = {name: F.col(f"_text_{name}") for name in names}
-        missing = {name: types[name].isNull() | (types[name] == "VOID") for name in names}
-        is_string = {name: types[name] == "STRING" for name in names}
+        # An empty or blank string is as good as no value (CONTRACT.md section 7):
+        # otherwise every event with `"event_id": ""` would be one event to dedup.
+        blank = {name: text[name].rlike(BLANK) for name in names}
+        missing = {
+            name: types[name].isNull() | (types[name] == "VOID") | blank[name] for name in names
+        }
+        # A string with a value: the rules on a field's content apply to these only.
+        is_string = {name: (types[name] == "STRING") & ~blank[name] for name in names}
 
         missing_list = _join(", ", [F.when(missing[n], F.lit(n)) for n in names])
         event_time = text[EVENT_TIME].try_cast("timestamp")
@@ -141,7 +162,7 @@ def parse_landing_lines(
         ]
         checks += [
             (
-                ~missing[n] & ~is_string[n],
+                ~missing[n] & (types[n] != "STRING"),
                 F.format_string(f"field '{n}' must be a string, got %s", _kind(types[n])),
             )
             for n in names

@@ -115,6 +115,8 @@ class LiveRun:
     applications: list[str]  # the cluster's completed applications
     stopped: list[str]
     left_running: list[psutil.Process]
+    listening: set[str]  # addresses the cluster's and Airflow's processes listen on
+    wrong_secret: subprocess.CompletedProcess  # a job that did not know the cluster's secret
 
 
 def _listed(airflow: LocalAirflow, token: str) -> bool:
@@ -139,7 +141,14 @@ def live(tmp_path_factory) -> LiveRun:
     cluster = LocalSparkCluster(
         base / "spark", free_port(), free_port(), free_port(), cores=2, memory="2g"
     )
-    airflow = LocalAirflow(base / "airflow", free_port(), cluster.master_url, root, schedule="none")
+    airflow = LocalAirflow(
+        base / "airflow",
+        free_port(),
+        cluster.master_url,
+        root,
+        schedule="none",
+        spark_secret_file=cluster.secret_file,
+    )
     started: list[psutil.Process] = []
     refused: dict[str, int] = {}
     try:
@@ -175,6 +184,14 @@ def live(tmp_path_factory) -> LiveRun:
             started.extend(service.tree())
         final_state = state()
         tasks = api(airflow, "GET", f"{run_path}/taskInstances", token=token)["task_instances"]
+        listening = {
+            f"{c.laddr.ip}"
+            for process in started
+            if _alive(process)
+            for c in process.net_connections("inet")
+            if c.status == psutil.CONN_LISTEN
+        }
+        wrong_secret = submit_with_secret(cluster, "not-the-secret", base)
         applications = [app["name"] for app in master_status(cluster)["completedapps"]]
     finally:
         stopped = airflow.stop() + cluster.stop()
@@ -186,6 +203,37 @@ def live(tmp_path_factory) -> LiveRun:
         applications=applications,
         stopped=stopped,
         left_running=[p for p in started if _alive(p)],
+        listening=listening,
+        wrong_secret=wrong_secret,
+    )
+
+
+def submit_with_secret(
+    cluster: LocalSparkCluster, secret: str, base: Path
+) -> subprocess.CompletedProcess:
+    """spark-submit of a one-row job to the cluster, authenticating with `secret`."""
+    job = base / "count_one_row.py"
+    job.write_text(
+        "from pyspark.sql import SparkSession\n"
+        "print(SparkSession.builder.getOrCreate().range(1).count())\n"
+    )
+    return subprocess.run(
+        [
+            str(Path(sys.executable).with_name("spark-submit")),
+            "--master",
+            cluster.master_url,
+            "--name",
+            "wrong-secret",
+            "--conf",
+            "spark.authenticate=true",
+            "--conf",
+            f"spark.authenticate.secret={secret}",
+            str(job),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
     )
 
 
@@ -204,6 +252,11 @@ def test_incremental_dag_triggered_through_the_rest_api_runs_on_the_cluster(live
     assert live.tasks == dict.fromkeys(TASKS, "success")
     # Every task's spark-submit ran as an application of the standalone cluster.
     assert sorted(live.applications) == sorted(f"lakehouse-{task}" for task in TASKS)
+    # Only this machine can reach the services, and the cluster runs no job
+    # that does not know its shared secret.
+    assert live.listening and live.listening <= {"127.0.0.1", "::ffff:127.0.0.1"}, live.listening
+    assert live.wrong_secret.returncode != 0, live.wrong_secret.stdout
+    assert "wrong-secret" not in live.applications
     # Stopping Airflow and the cluster leaves nothing they started behind.
     assert set(live.stopped) == SERVICES
     assert live.left_running == []
@@ -341,8 +394,7 @@ def test_maintenance_compacts_and_vacuums_without_changing_rows_or_reprocessing(
     # The streams skip the compaction commits: the next run reads nothing, changes nothing.
     again = run_cli("run", "--data-root", str(ingested))
     assert again.returncode == 0, again.stderr
-    # Every silver and gold query starts (the compactions are new versions) and reads
-    # nothing; the bronze streams, with no landing file they have not read, do not start.
-    assert again.stdout.count(" in          0 ") == len(TABLES)
-    assert again.stdout.count(CAUGHT_UP) == 3
+    # No stream starts: the compactions are new versions, but none a stream reads, and
+    # the bronze streams have no landing file they have not read.
+    assert again.stdout.count(CAUGHT_UP) == 3 + len(TABLES), again.stdout
     assert [delta_rows(path) for path in tables] == rows_before

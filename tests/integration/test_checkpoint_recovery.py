@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from include.delta.log import latest_version as delta_version
 from jobs.backfill import TABLES
 from jobs.contract import SOURCES
 from jobs.generate import GeneratorConfig, generate
@@ -197,6 +198,39 @@ def test_a_checkpoint_restored_from_an_old_backup_is_refused(root, tmp_path):
     recover(root, "bronze")
     passes(root)
     assert_bronze_holds_every_line_once(root)
+
+
+@pytest.mark.full
+def test_tables_restored_below_their_streams_are_refused_then_recovered(root, spark, tmp_path):
+    """Delta RESTORE of bronze, then a backup copied over a gold table: each refused
+    before its stream starts, naming the table and both versions; recover heals it."""
+    settings = settings_for(root)
+    clicks = settings.table("bronze", "clicks")
+    actions_10min = settings.table("gold", "actions_10min")
+    shutil.copytree(actions_10min, tmp_path / "backup")
+    restore_to = delta_version(clicks)
+    generate(GeneratorConfig(events=300, seed=26, **NO_LATE), root / "landing")
+    passes(root)
+
+    spark.sql(f"RESTORE TABLE delta.`{clicks}` TO VERSION AS OF {restore_to}")
+    # The bronze stream wrote rows the restore took away ...
+    refused(
+        root, settings.checkpoint("bronze", "clicks"), f"restored to version {restore_to}", "bronze"
+    )
+    recover(root, "bronze")
+    # ... and the silver stream read them.
+    refused(
+        root, settings.checkpoint("silver", "clicks"), f"restored to version {restore_to}", "silver"
+    )
+    recover(root, "silver")
+    passes(root)
+    assert_bronze_holds_every_line_once(root)
+
+    shutil.rmtree(actions_10min)
+    shutil.copytree(tmp_path / "backup", actions_10min)
+    refused(root, settings.checkpoint("gold", "actions_10min"), "a backup copied over it?", "gold")
+    recover(root, "gold")
+    passes(root)
 
 
 @pytest.mark.full

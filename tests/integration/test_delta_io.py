@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from include.checkpoints import CheckpointError, guard, latest_versions, record_read
 from include.delta import (
     StreamSink,
     append,
@@ -264,3 +266,37 @@ def test_other_engines_read_the_same_rows(spark, tmp_path):
     )
     total = read_table(spark, table).agg(F.sum("n")).collect()[0][0]
     assert total == sum(r[3] for r in spark_rows)
+
+
+def test_a_table_restored_below_what_its_stream_recorded_is_refused(spark, tmp_path):
+    """Delta RESTORE or a copied backup takes rows away from under a stream: refused."""
+    source, sink = tmp_path / "bronze" / "clicks", tmp_path / "silver" / "clicks"
+    for table in (source, sink):
+        ensure_table(spark, table, SCHEMA, ["day"])
+        for day in (1, 2, 3):  # versions 1, 2, 3
+            append(spark.createDataFrame(rows(0, 2, day), SCHEMA), table, ["day"])
+    backup = tmp_path / "backup"
+    shutil.copytree(sink, backup)
+    append(spark.createDataFrame(rows(0, 2, 4), SCHEMA), sink, ["day"])  # version 4
+    checkpoint = tmp_path / "checkpoint"
+    record_read(checkpoint, latest_versions([source]), latest_versions([sink]))
+    guard(checkpoint, "silver/clicks", [sink])  # in step: no complaint
+
+    spark.sql(f"RESTORE TABLE delta.`{source}` TO VERSION AS OF 1")
+    with pytest.raises(CheckpointError) as refused:
+        guard(checkpoint, "silver/clicks", [sink])
+    message = str(refused.value)
+    assert f"{source} was restored to version 1 (Delta RESTORE, committed as version 4)" in message
+    assert "older than version 3 that the stream had read" in message
+    assert "lakehouse recover --layer silver" in message
+
+    record_read(checkpoint, latest_versions([source]))  # the stream read past the restore
+    guard(checkpoint, "silver/clicks", [sink])
+    shutil.rmtree(sink)
+    shutil.copytree(backup, sink)
+    with pytest.raises(
+        CheckpointError,
+        match=r"is at version 3, older than version 4 that the "
+        r"stream had written at its last run \(a backup copied over it\?\)",
+    ):
+        guard(checkpoint, "silver/clicks", [sink])

@@ -10,8 +10,10 @@ volumes are checked on top.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -127,3 +129,61 @@ def test_credentials_come_only_from_the_uncommitted_env_file(compose):
     ).returncode
     assert ignored == 0, ".env must be git-ignored"
     assert ".env" in (REPO / ".dockerignore").read_text().split()
+
+
+def test_published_ports_listen_on_localhost_unless_configured_otherwise(compose):
+    published = [
+        (name, port)
+        for name, service in compose["services"].items()
+        for port in service.get("ports", [])
+    ]
+    assert {name for name, _ in published} == {"airflow-apiserver", "spark-master"}
+    assert all(port.startswith("127.0.0.1:") for _, port in published), published
+    opened = resolved(env_example() | {"LAKEHOUSE_BIND_ADDRESS": "0.0.0.0"})  # noqa: S104
+    ports = [p for s in opened["services"].values() for p in s.get("ports", [])]
+    assert ports and all(port.startswith("0.0.0.0:") for port in ports)
+
+
+def test_the_spark_cluster_requires_the_shared_secret(compose):
+    services = compose["services"]
+    for name in ("spark-master", "spark-worker"):
+        environment = services[name]["environment"]
+        assert environment["SPARK_DAEMON_JAVA_OPTS"] == "-Dspark.authenticate=true", name
+        assert environment["_SPARK_AUTH_SECRET"] == env_example()["SPARK_AUTH_SECRET"], name
+    # Jobs submitted by Airflow authenticate with the same secret.
+    scheduler = services["airflow-scheduler"]["environment"]
+    assert scheduler["LAKEHOUSE_SPARK_AUTH_SECRET"] == env_example()["SPARK_AUTH_SECRET"]
+
+
+def test_airflow_init_refuses_the_placeholder_secrets_before_anything_else(compose, tmp_path):
+    from include.deployment import PLACEHOLDER, SECRETS
+
+    init = compose["services"]["airflow-init"]
+    assert init["command"][0].startswith("python -m include.deployment check-secrets &&")
+    # The Spark master waits for it too: no service starts with a placeholder secret.
+    for name in ("airflow-apiserver", "airflow-scheduler", "spark-master"):
+        assert "airflow-init" in compose["services"][name]["depends_on"], name
+    # Every secret .env.example names is checked, and the example holds only placeholders.
+    example = env_example()
+    assert {k for k, v in example.items() if v == PLACEHOLDER} == set(SECRETS)
+    assert set(SECRETS) <= set(init["environment"])
+
+    def check(environment: dict[str, str]) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "include.deployment", "check-secrets"],
+            cwd=REPO,
+            env={"PATH": os.environ["PATH"], **environment},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    refused = check(init["environment"])
+    assert refused.returncode == 1
+    assert all(name in refused.stderr for name in SECRETS), refused.stderr
+    chosen = {name: f"secret-{n}" for n, name in enumerate(SECRETS)}
+    for name in SECRETS:
+        one_left = check({**chosen, name: PLACEHOLDER})
+        assert one_left.returncode == 1 and name in one_left.stderr
+        assert check({**chosen, name: "  "}).returncode == 1
+    assert check(chosen).returncode == 0

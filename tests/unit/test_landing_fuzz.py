@@ -90,6 +90,16 @@ def parse(spark, lines: list[bytes]) -> list[dict]:
     return sorted(rows, key=lambda row: int(row["_source_file"].rsplit("/", 1)[1].split(".")[0]))
 
 
+# Unicode's White_Space property, written out independently of the parser's regex.
+WHITE_SPACE = set("\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | {
+    chr(code) for code in range(0x2000, 0x200B)
+}
+
+
+def is_blank(value: object) -> bool:
+    return isinstance(value, str) and all(char in WHITE_SPACE for char in value)
+
+
 @st.composite
 def events(draw) -> tuple[bytes, str | None, dt.datetime | None]:
     """A user action with each field valid, missing, null, wrongly typed or out of its enum,
@@ -103,8 +113,15 @@ def events(draw) -> tuple[bytes, str | None, dt.datetime | None]:
     }
     missing, wrong_type = [], []
     for name in USER_ACTIONS.fields:
-        fate = draw(st.sampled_from(["ok"] * 6 + ["absent", "null", "number", "list", "object"]))
-        if fate == "absent":
+        fate = draw(
+            st.sampled_from(["ok"] * 6 + ["absent", "null", "blank", "number", "list", "object"])
+        )
+        if fate == "ok" and name != "action" and is_blank(doc[name]):
+            missing.append(name)  # a drawn id of nothing but white space
+        elif fate == "blank":
+            doc[name] = draw(st.text(alphabet=sorted(WHITE_SPACE), max_size=3))
+            missing.append(name)
+        elif fate == "absent":
             del doc[name]
             missing.append(name)
         elif fate == "null":
@@ -120,7 +137,8 @@ def events(draw) -> tuple[bytes, str | None, dt.datetime | None]:
             doc[name] = {"nested": draw(json_values)}
             wrong_type.append(f"field '{name}' must be a string, got object")
     bad_action = None
-    if isinstance(doc.get("action"), str) and draw(st.booleans()) and draw(st.booleans()):
+    action_set = isinstance(doc.get("action"), str) and "action" not in missing
+    if action_set and draw(st.booleans()) and draw(st.booleans()):
         bad_action = draw(st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=10))
         if bad_action in ACTIONS:
             bad_action = None
@@ -134,7 +152,11 @@ def events(draw) -> tuple[bytes, str | None, dt.datetime | None]:
     if missing:
         problems.append(f"missing required field(s): {', '.join(missing)}")
     problems += wrong_type
-    if isinstance(doc.get("event_time"), str) and instant > INGESTED_AT + TOLERANCE:
+    if (
+        isinstance(doc.get("event_time"), str)
+        and "event_time" not in missing
+        and instant > INGESTED_AT + TOLERANCE
+    ):
         problems.append(
             f"event_time in the future: '{doc['event_time']}' is more than 24 hours after its "
             f"ingestion at {INGESTED_AT:%Y-%m-%dT%H:%M:%SZ}"

@@ -81,6 +81,24 @@ REJECTED_LINES = [
         b'{"event_id":null,"user_id":"u1","action":"view","event_time":null}',
         "missing required field(s): event_id, event_time",
     ),
+    # Empty and blank strings are missing values (CONTRACT.md section 7).
+    (
+        b'{"event_id":"","user_id":" \\t","action":"view","event_time":"2026-11-01T12:00:00Z"}',
+        "missing required field(s): event_id, user_id",
+    ),
+    (
+        '{"event_id":"e","user_id":"\u00a0\u3000","action":"","event_time":" "}'.encode(),
+        "missing required field(s): user_id, action, event_time",
+    ),
+    # Half a surrogate pair names no character: the line is not valid JSON.
+    *[
+        (
+            b'{"event_id":"' + event_id + b'","user_id":"u","action":"view",'
+            b'"event_time":"2026-11-01T12:00:00Z"}',
+            "not valid JSON (a \\u escape of a lone UTF-16 surrogate)",
+        )
+        for event_id in (b"\\ud800", b"a\\uDC00b", b"\\ud800\\ud800", b"\\\\\\udbff")
+    ],
     (
         b'{"event_id":42,"user_id":"u1","action":"view","event_time":"2026-11-01T12:00:00Z"}',
         "field 'event_id' must be a string, got bigint",
@@ -171,6 +189,19 @@ def test_reason_classes_drop_the_details(spark):
         "line too long",
         "unreadable file",
     }
+
+
+def test_a_surrogate_pair_is_one_character_and_an_escaped_backslash_no_escape(spark):
+    pair = b"\\ud83d\\ude00"  # U+1F600 in JSON's UTF-16 escapes
+    backslash = b"\\\\ud800"  # an escaped backslash, then the letters ud800
+    lines = [
+        b'{"event_id":"' + event_id + b'","user_id":"u","action":"view",'
+        b'"event_time":"2026-11-01T12:00:00Z"}'
+        for event_id in (pair, backslash)
+    ]
+    first, second = parse(spark, USER_ACTIONS, lines)
+    assert (first["_reject_reason"], first["event_id"]) == (None, "\U0001f600")
+    assert (second["_reject_reason"], second["event_id"]) == (None, "\\ud800")
 
 
 def test_extra_fields_are_ignored(spark):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import re
@@ -12,6 +13,9 @@ from pathlib import Path
 import pytest
 
 from include.local_airflow import LocalAirflow
+from include.local_spark_cluster import LocalSparkCluster
+from include.settings import Settings
+from include.spark import session_conf
 from tests.helpers import REPO
 
 SHIPPED_CONFIG = ["docker-compose.yml", ".env.example", "Dockerfile", "include/local_airflow.py"]
@@ -43,6 +47,30 @@ def test_local_airflow_requires_a_generated_password(tmp_path):
         assert secret.stat().st_mode & 0o777 == 0o600, secret
     assert len(airflow.password()) >= 16
     assert (tmp_path / "secrets").stat().st_mode & 0o077 == 0
+    # The api-server listens on this machine only (Airflow's default is every interface).
+    assert env["AIRFLOW__API__HOST"] == "127.0.0.1"
+
+
+def test_the_local_spark_cluster_has_a_private_secret_its_jobs_are_given(tmp_path):
+    cluster = LocalSparkCluster(tmp_path / "spark")
+    secret = cluster.secret()
+    assert len(secret) >= 32 and cluster.secret() == secret  # generated once, then kept
+    assert cluster.secret_file.stat().st_mode & 0o777 == 0o600
+    airflow = LocalAirflow(
+        home=tmp_path / "airflow",
+        spark_master=cluster.master_url,
+        data_root=tmp_path,
+        spark_secret_file=cluster.secret_file,
+    )
+    assert airflow.env()["LAKEHOUSE_SPARK_AUTH_SECRET"] == secret
+    # A job's session authenticates with it; without one, it asks for nothing.
+    with_secret = Settings.load(tmp_path, cluster.master_url)
+    with_secret = dataclasses.replace(with_secret, spark_auth_secret=secret)
+    conf = session_conf(with_secret)
+    assert conf["spark.authenticate"] == "true"
+    assert conf["spark.authenticate.secret"] == secret
+    assert secret not in repr(with_secret)
+    assert "spark.authenticate" not in session_conf(Settings.load(tmp_path))
 
 
 SECRET_PATTERNS = {
