@@ -49,6 +49,8 @@ from include.errors import LakehouseError
 from include.landing import local_path
 
 SIDECAR = "lakehouse.json"
+# Brings a data root of an older version to this one (README, 'Upgrading').
+UPGRADE_COMMAND = "lakehouse recover --layer bronze --layer silver --layer gold"
 RETIRED = "_retired"
 
 
@@ -293,10 +295,10 @@ def guard(checkpoint: Path, query: str, tables: list[Path]) -> None:
                 query,
                 "it was written by the Delta source of lakehouse 0.1 (Delta through delta-rs), "
                 "which Spark's own Delta source cannot continue from.",
-                "To upgrade, run `lakehouse recover --layer silver --layer gold` once: it "
-                "rebuilds the silver and gold tables by backfill from bronze and restarts their "
-                "streams with new checkpoints (the old ones are kept under "
-                f"checkpoints/{RETIRED}/). Bronze needs nothing. See README, 'Upgrading'.",
+                f"To upgrade, run `{UPGRADE_COMMAND}` once: it restarts the bronze streams "
+                "(skipping the landing files bronze holds), rebuilds the silver and gold tables "
+                "by backfill from bronze and restarts their streams with new checkpoints (the "
+                f"old ones are kept under checkpoints/{RETIRED}/). See README, 'Upgrading'.",
             )
         for table in tables:
             if not is_delta_table(table):

@@ -1,4 +1,6 @@
-"""Landing files: which names are ingested, and whether a file can be read to its end.
+"""Landing files: which are ingested, which are reported, and whether one can be read to its end.
+
+`scan_landing` lists a landing folder (see there for why it, not Spark, does).
 
 Spark's text reader fails the whole micro-batch on a corrupt or truncated
 gzip file, with no error of its own that names the file; and Hadoop's line
@@ -18,14 +20,21 @@ line-size rule applies to them as to every line.
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
+import hashlib
+import json
 import os
 import re
+import stat
+import string
+import unicodedata
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlparse
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote, urlparse
 
 from pyspark.sql import functions as F
 
@@ -35,60 +44,171 @@ if TYPE_CHECKING:
 LANDING_SUFFIXES = (".json", ".jsonl", ".gz")
 LANDING_FILES = "*.{" + ",".join(suffix[1:] for suffix in LANDING_SUFFIXES) + "}"
 GZIP_SUFFIX = ".gz"
-# Spark's binaryFile schema, which a stream must state; `content` is never selected.
-BINARY_FILE_SCHEMA = "path STRING, modificationTime TIMESTAMP, length BIGINT, content BINARY"
 UNREADABLE = "unreadable file"
 # A decompressed line longer than this makes a gzip file unreadable: Spark
 # would hold the whole line in memory before the line-size rule could reject it.
 MAX_DECOMPRESSED_LINE_BYTES = 64 * 1024 * 1024
 _CHUNK_BYTES = 1024 * 1024
+# What java.net.URI leaves unquoted in a path: unreserved and punctuation characters.
+_URI_PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_-!.~'()*,;:$&+=/@")
 
 
-def landing_files(folder: Path) -> list[Path] | None:
-    """The files the landing stream of `folder` lists, as Spark's file source does.
+@dataclass(frozen=True)
+class LandingScan:
+    """What one look at a landing folder found, beyond the files it hands to bronze."""
 
-    Spark skips names starting with `.` or `_` (unless they hold `=`). None
-    when in doubt (a subfolder, which Spark may read as a partition): the
-    stream is then started and Spark decides.
+    # Entries that are never read (symbolic links, folders, other names), as report lines.
+    not_read: list[str] = field(default_factory=list)
+    # Files ingested before that have changed since (another size or modification time).
+    changed: list[str] = field(default_factory=list)
+
+    @property
+    def notices(self) -> list[str]:
+        return self.not_read + self.changed
+
+
+def manifest_name(file_name: str) -> str:
+    """The manifest of landing file `file_name`: one per name, whatever its content."""
+    return hashlib.sha256(file_name.encode("utf-8", "surrogateescape")).hexdigest() + ".json"
+
+
+def scan_landing(folder: Path, manifests: Path, data_root: Path) -> LandingScan:
+    """List `folder` without following any link; give each new file a manifest in `manifests`.
+
+    Why not let Spark's file source list the landing folder: it follows
+    symbolic links (a link to `/etc/shadow` would be ingested, a link to `/`
+    listed recursively), reads the files of subfolders, and remembers only a
+    path, so a file rewritten after it was ingested is skipped in silence.
+    So the listing is ours: `os.scandir` with `lstat` semantics. Every
+    regular file with a supported name gets a manifest, a one-line JSON file
+    (its path, size and modification time) written once, atomically, and
+    named after the file's name; bronze's stream is Spark's file source over
+    the manifests, which keeps its exactly-once bookkeeping in the checkpoint
+    as before. Paths in the returned lines are relative to `data_root`.
     """
+    manifests.mkdir(parents=True, exist_ok=True)
+    scan = LandingScan()
     if not folder.is_dir():
+        return scan
+    with os.scandir(folder) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            name = entry.name
+            if name.startswith((".", "_")):
+                continue  # files in flight and markers: left alone, silently
+            shown = os.path.relpath(entry.path, data_root)
+            problem = _not_ingested(entry)
+            if problem:
+                scan.not_read.append(f"{shown}: not read: {problem}")
+                continue
+            stat = entry.stat(follow_symlinks=False)
+            manifest = manifests / manifest_name(name)
+            known = _read_manifest(manifest)
+            if known is None:
+                content = {"path": entry.path, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+                _write_atomically(manifest, json.dumps(content) + "\n")
+            elif (known["size"], known["mtime_ns"]) != (stat.st_size, stat.st_mtime_ns):
+                scan.changed.append(
+                    f"{shown}: not read again: changed after it was ingested (size "
+                    f"{known['size']:,} -> {stat.st_size:,} bytes, modified "
+                    f"{_when(known['mtime_ns'])} -> {_when(stat.st_mtime_ns)}); landing files "
+                    "are immutable: deliver new lines in a new file"
+                )
+    return scan
+
+
+def _not_ingested(entry: os.DirEntry[str]) -> str | None:
+    """Why a landing entry is not ingested, or None for a regular file with a supported name."""
+    if entry.is_symlink():
+        return "a symbolic link (links are never followed)"
+    if entry.is_dir(follow_symlinks=False):
+        return "a folder (landing folders are flat)"
+    if not entry.is_file(follow_symlinks=False):
+        return "not a regular file"
+    try:
+        entry.name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a name that is not UTF-8"
+    if not entry.name.endswith(LANDING_SUFFIXES):
+        return f"not a supported name (expected {', '.join('*' + s for s in LANDING_SUFFIXES)})"
+    return None
+
+
+def _read_manifest(path: Path) -> dict[str, Any] | None:
+    try:
+        content = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    return content if isinstance(content, dict) else None
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Written beside under a hidden name (Spark's file source skips those), then renamed."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text)
+    temporary.replace(path)
+
+
+def _when(mtime_ns: int) -> str:
+    moment = dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.UTC)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def manifest_files(manifests: Path) -> list[Path]:
+    """The manifests bronze's stream lists (hidden files in flight excluded)."""
+    if not manifests.is_dir():
         return []
-    files = []
-    for entry in folder.iterdir():
-        name = entry.name
-        if name.startswith(".") or (name.startswith("_") and "=" not in name):
-            continue
-        if not entry.is_file():
-            return None
-        if name.endswith(LANDING_SUFFIXES):
-            files.append(entry)
-    return files
+    return [p for p in manifests.iterdir() if not p.name.startswith(".")]
 
 
-def new_landing_files(spark: SparkSession, folder: Path, max_files_per_trigger: int) -> DataFrame:
-    """A stream of the landing files of `folder` not listed before, one row per file.
+def new_landing_files(
+    spark: SparkSession, manifests: Path, max_files_per_trigger: int
+) -> DataFrame:
+    """A stream of the landing files whose manifests it has not read before, one row per file.
 
-    Spark's file source lists the folder and remembers every file it has
-    handed out; `binaryFile` without its `content` column reads no byte of
-    them. Columns: `_source_file` (the file's URI, as `_metadata.file_path`
-    gives it when its lines are read) and `_ingested_at_us`, the micro-batch's
-    timestamp (microseconds), which Spark's driver fixes when it plans the
-    batch and keeps for a replay.
+    Spark's file source over the manifests folder remembers every manifest it
+    has handed out. Columns: `manifest` (its JSON line: the landing file's
+    path, size and modification time) and `_ingested_at_us`, the
+    micro-batch's timestamp (microseconds), which Spark's driver fixes when
+    it plans the batch and keeps for a replay.
     """
     return (
-        spark.readStream.format("binaryFile")
-        .schema(BINARY_FILE_SCHEMA)
-        .option("pathGlobFilter", LANDING_FILES)
+        spark.readStream.format("text")
         .option("maxFilesPerTrigger", max_files_per_trigger)
         # The default (7 days) silently skips files older than the newest seen
-        # one by more than that; a late-arriving old file must still be read.
+        # one by more than that; a manifest written late must still be read.
         .option("maxFileAge", "36500d")
-        .load(str(folder))
+        .load(str(manifests))
         .select(
-            F.col("_metadata.file_path").alias("_source_file"),
+            F.col("value").alias("manifest"),
             F.unix_micros(F.current_timestamp()).alias("_ingested_at_us"),
         )
     )
+
+
+def landing_uri(manifest: str) -> str:
+    """The landing file of a manifest line, as the URI Spark's readers give it.
+
+    Spark's `_metadata.file_path` (Hadoop's `Path.toUri`, `java.net.URI`):
+    `file:` and the path, with ASCII characters a URI path may not hold
+    percent-encoded and other characters left as they are, unless they are
+    white space or control characters.
+    """
+    path = json.loads(manifest)["path"]
+    return "file:" + "".join(
+        char
+        if char in _URI_PATH_CHARS
+        or (ord(char) > 127 and not char.isspace() and unicodedata.category(char)[0] != "C")
+        else quote(char, safe="")
+        for char in path
+    )
+
+
+def still_a_regular_file(uri: str) -> bool:
+    """Not deleted, and not swapped for a link or a folder, since its manifest was written."""
+    try:
+        return stat.S_ISREG(os.lstat(local_path(uri)).st_mode)
+    except OSError:
+        return False
 
 
 def read_lines(spark: SparkSession, files: list[str]) -> DataFrame:

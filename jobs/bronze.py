@@ -1,9 +1,13 @@
 """Bronze: landing JSON-lines files to one Delta table per source, plus quarantine.
 
-One `availableNow` query per source with its own checkpoint. Its stream is
-Spark's file source listing the new landing files (it remembers which files
-it has handed out); each micro-batch vets its gzip files, reads the lines of
-the readable ones and parses them (`include.landing` says why files are not
+One `availableNow` query per source with its own checkpoint. Before it
+starts, bronze lists the landing folder itself, following no link, and
+writes a manifest for each new file (`include.landing.scan_landing` says why
+Spark's file source does not list the landing folder); entries it never
+reads and files changed after their ingestion are reported by the run. The
+stream is Spark's file source over the manifests (it remembers which it has
+handed out); each micro-batch vets its gzip files, reads the lines of the
+readable ones and parses them (`include.landing` says why files are not
 read by the stream itself). Each micro-batch is committed once to each table
 (Delta's idempotent writes, keyed by the query id and the batch id).
 Accepted lines go to `bronze/<source>`; rejected ones, and one row per
@@ -27,9 +31,18 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from include.checkpoints import read_sidecar
+from include.checkpoints import UPGRADE_COMMAND, CheckpointError, files_read, read_sidecar
 from include.delta import StreamSink, append_rows
-from include.landing import landing_files, new_landing_files, read_lines, unreadable_files
+from include.landing import (
+    UNREADABLE,
+    landing_uri,
+    manifest_files,
+    new_landing_files,
+    read_lines,
+    scan_landing,
+    still_a_regular_file,
+    unreadable_files,
+)
 from include.settings import Settings
 from jobs.contract import QUARANTINE_SCHEMA, SOURCES, SourceSpec
 from jobs.progress import StageResult
@@ -37,8 +50,9 @@ from jobs.streaming import run_available_now
 from jobs.transforms.landing import parse_landing_lines
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
+GONE = f"{UNREADABLE}: deleted, or no longer a regular file, when bronze came to read it"
 LEDGER_SCHEMA = T.StructType(
     [
         T.StructField("source", T.StringType()),
@@ -75,10 +89,19 @@ def record_lines_read(
     )
 
 
+def manifests_folder(settings: Settings, source: str) -> Path:
+    """Where bronze keeps one manifest per landing file of `source` (`include.landing`)."""
+    return settings.checkpoint("landing_manifests", source)
+
+
 def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpec) -> StageResult:
+    query = f"bronze/{source.name}"
     checkpoint = settings.checkpoint("bronze", source.name)
     folder = settings.landing / source.name
     folder.mkdir(parents=True, exist_ok=True)
+    manifests = manifests_folder(settings, source.name)
+    refuse_a_checkpoint_of_landing_paths(checkpoint, query, manifests)
+    scan = scan_landing(folder, manifests, settings.data_root)
     bronze = StreamSink(
         spark, settings.table("bronze", source.name), source.bronze_schema, checkpoint
     )
@@ -97,7 +120,9 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpe
     def write_batch(files: DataFrame, batch_id: int) -> None:
         nonlocal lines_read
         listed = files.collect()
-        batch = parsed_lines(spark, settings, source, listed)
+        ingested_at_us = listed[0]["_ingested_at_us"] if listed else 0
+        uris = [landing_uri(row["manifest"]) for row in listed]
+        batch = parsed_lines(spark, settings, source, uris, ingested_at_us)
         # Parsed once, read three times (bronze, quarantine, count). On disk, not
         # in memory: a micro-batch can be one landing file of any size, and
         # caching it in memory ran a 1 GiB file out of a 1 GiB heap.
@@ -128,31 +153,56 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpe
             batch.unpersist()
 
     result = run_available_now(
-        f"bronze/{source.name}",
-        lambda: new_landing_files(spark, folder, settings.max_files_per_trigger),
+        query,
+        lambda: new_landing_files(spark, manifests, settings.max_files_per_trigger),
         checkpoint,
         write_batch,
         [bronze.table_path, quarantine.table_path],
-        files=landing_files(folder),
+        files=manifest_files(manifests),
     )
+    result.notices = scan.notices
     # Spark counts the files of each batch; the lines are what bronze reports.
     result.rows_in = lines_read
     result.rows_out = {"bronze": bronze.rows_written, "quarantine": quarantine.rows_written}
     return result
 
 
+def refuse_a_checkpoint_of_landing_paths(checkpoint: Path, query: str, manifests: Path) -> None:
+    """A bronze checkpoint of lakehouse 0.2 or older: its stream listed the landing folder.
+
+    Spark's file source would take every manifest for a new file and ingest
+    every landing file again.
+    """
+    read = files_read(checkpoint, query)
+    if read and any(Path(path).parent != manifests for path in read):
+        raise CheckpointError(
+            checkpoint,
+            query,
+            "it was written by lakehouse 0.2 or older, whose bronze streams listed the "
+            "landing folders themselves; bronze now reads a manifest per landing file.",
+            f"To upgrade, run `{UPGRADE_COMMAND}` once (see README, 'Upgrading').",
+        )
+
+
 def parsed_lines(
-    spark: SparkSession, settings: Settings, source: SourceSpec, files: list[Row]
+    spark: SparkSession,
+    settings: Settings,
+    source: SourceSpec,
+    uris: list[str],
+    ingested_at_us: int,
 ) -> DataFrame:
     """Every line of a micro-batch's files parsed, plus one row per unreadable file.
 
     Gzip files are vetted before Spark reads anything (`include.landing`): an
     unreadable one becomes a quarantine row and is not read at all, so it can
-    neither fail the batch nor exhaust memory.
+    neither fail the batch nor exhaust memory. So does a file deleted, or
+    swapped for a link, after its manifest was written.
     """
-    ingested_at = F.timestamp_micros(F.lit(files[0]["_ingested_at_us"] if files else 0))
-    uris = [row["_source_file"] for row in files]
-    unreadable = unreadable_files(uris, settings.max_line_bytes)
+    ingested_at = F.timestamp_micros(F.lit(ingested_at_us))
+    unreadable = {uri: GONE for uri in uris if not still_a_regular_file(uri)}
+    unreadable |= unreadable_files(
+        [uri for uri in uris if uri not in unreadable], settings.max_line_bytes
+    )
     readable = [uri for uri in uris if uri not in unreadable]
     parse = parse_landing_lines(source, settings.max_line_bytes, settings.future_tolerance)
     lines = (

@@ -180,6 +180,8 @@ def run_pipeline(
                 record_progress(spark, settings, run_id, result.stage, result.progress)
                 outcome.stages.append(result)
                 echo(result.summary())
+                for notice in result.notices:
+                    echo(f"  {notice}")
                 if validation.check(tables_written_by(result.stage)).failures:
                     break  # the generator is not resumed: later queries do not run
             else:

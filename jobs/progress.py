@@ -26,6 +26,9 @@ class StageResult:
     state_operators: list[dict[str, Any]] = field(default_factory=list)
     # Not started: its sources had nothing it had not read (include.checkpoints.caught_up).
     caught_up: bool = False
+    # What the run must tell its user beyond the figures (bronze: landing entries
+    # it never reads, files changed after their ingestion), one line each.
+    notices: list[str] = field(default_factory=list)
     # Spark's progress of each micro-batch (JSON), for the event log.
     progress: list[dict[str, Any]] = field(default_factory=list, repr=False)
 

@@ -94,6 +94,7 @@ def summary_data(settings: Settings, outcome: RunOutcome) -> dict[str, Any]:
                 "dropped_late": s.dropped_late,
                 "state_rows": s.state_rows,
                 "state_operators": s.state_operators,
+                "notices": s.notices,
             }
             for s in outcome.stages
         ],
@@ -141,6 +142,16 @@ def _stages_section(outcome: RunOutcome) -> str:
     ]
     headers = ["stage", "rows in", "rows out", "batches", "seconds", "dropped late", "state rows"]
     return "<h2>Stages</h2>" + _table(headers, rows, {1, 3, 4, 5, 6})
+
+
+def _notices_section(outcome: RunOutcome) -> str:
+    """What the stages reported beyond their figures: landing files not read, and why."""
+    items = [
+        f"<li><code>{_e(s.stage)}</code>: {_e(notice)}</li>"
+        for s in outcome.stages
+        for notice in s.notices
+    ]
+    return f"<h2>Not read</h2><ul class=notices>{''.join(items)}</ul>" if items else ""
 
 
 def _quarantine_section(outcome: RunOutcome) -> str:
@@ -277,6 +288,7 @@ def write_run_report(settings: Settings, outcome: RunOutcome) -> Path:
             set(),
         )
         + _stages_section(outcome)
+        + _notices_section(outcome)
         + (_quarantine_section(outcome) if outcome.quarantine else "")
         + _checks_section(outcome, runs)
     )

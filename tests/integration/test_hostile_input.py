@@ -1,12 +1,16 @@
-"""Input that used to stop every run: damaged gzip files and events from a wrong clock.
+"""Hostile input: damaged gzip files, events from a wrong clock, entries never to be read.
 
 The hostile landing folder is a generated one plus, per source, one gzip file
 that cannot be read (truncated, not gzip at all, a gzip bomb) and, among the
 normal lines of an impressions file and of a user_actions file, one event
-dated 9999-06-15. Two runs in a row over it (the second with the later half of
-the files) both exit 0; the bad input is in quarantine with its reasons;
-every other line is in bronze exactly once; silver and gold equal one run over
-the same folder without the bad input (the session's `streamed_root`).
+dated 9999-06-15; and entries bronze must never read: a symbolic link to a
+secret outside the data root, a .csv file, a folder, and (before the second
+run) a file rewritten after the first run ingested it. Two runs in a row
+over it (the second with the later half of the files) both exit 0 and name
+every entry they did not read; the bad input is in quarantine with its
+reasons; every other line is in bronze exactly once, and no byte of what was
+not read reaches a table; silver and gold equal one run over the same
+folder without the bad input (the session's `streamed_root`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import pytest
 
 from jobs.backfill import TABLES
 from jobs.contract import SOURCES
-from tests.helpers import delta_rows, run_cli, settings_for
+from tests.helpers import delta_rows, delta_table, run_cli, settings_for
 
 pytestmark = pytest.mark.slow
 
@@ -92,12 +96,50 @@ def roots(streamed_root, tmp_path_factory):
         )
         _insert_wrong_clock_event(plain, source)
 
+    _add_entries_never_read(hostile)
+
     runs = [run_cli("run", "--data-root", str(hostile))]
     for source in SOURCES:
         for file in (held_back / source).iterdir():
             file.rename(hostile / "landing" / source / file.name)
+    _rewrite_an_ingested_file(hostile / "landing")
     runs.append(run_cli("run", "--data-root", str(hostile)))
     return streamed_root, hostile, runs
+
+
+# Each a valid event, were it ever read; none may reach a table.
+MARKERS = ("SECRET-TARGET", "CSV-FILE", "IN-A-FOLDER", "REWRITTEN-LATER")
+NOT_READ = {
+    "landing/clicks/secret.json": "a symbolic link (links are never followed)",
+    "landing/impressions/export.csv": "not a supported name",
+    "landing/user_actions/2026-11-01": "a folder (landing folders are flat)",
+}
+
+
+def _event(source: str, marker: str) -> str:
+    fields = dict.fromkeys(SOURCES[source].string_fields, marker)
+    if source == "user_actions":
+        fields["action"] = "view"
+    return json.dumps({**fields, "event_time": "2026-11-01T10:00:00Z"}) + "\n"
+
+
+def _add_entries_never_read(root: Path) -> None:
+    """A link to a secret outside the data root, a .csv file and a folder, all of events."""
+    secret = root.parent / "secret.txt"
+    secret.write_text(_event("clicks", "SECRET-TARGET"))
+    (root / "landing" / "clicks" / "secret.json").symlink_to(secret)
+    (root / "landing" / "impressions" / "export.csv").write_text(_event("impressions", "CSV-FILE"))
+    folder = root / "landing" / "user_actions" / "2026-11-01"
+    folder.mkdir()
+    (folder / "more.jsonl").write_text(_event("user_actions", "IN-A-FOLDER"))
+
+
+def _rewrite_an_ingested_file(landing: Path) -> Path:
+    """One more line appended to the first clicks file, which the first run ingested."""
+    first = sorted(p for p in (landing / "clicks").iterdir() if p.suffix == ".jsonl")[0]
+    with first.open("a") as file:
+        file.write(_event("clicks", "REWRITTEN-LATER"))
+    return first
 
 
 def test_two_runs_in_a_row_pass(roots):
@@ -150,3 +192,27 @@ def test_silver_and_gold_are_what_they_would_be_without_the_bad_input(roots, lay
     reference = delta_rows(settings_for(clean).table(layer, name))
     assert ours == reference
     assert sum(ours.values()) > 0
+
+
+def test_every_entry_never_read_is_named_by_each_run_and_its_report(roots):
+    _, hostile, runs = roots
+    first_clicks = sorted(p.name for p in (hostile / "landing" / "clicks").glob("*.jsonl"))[0]
+    rewritten = f"landing/clicks/{first_clicks}: not read again: changed after it was ingested"
+    for number, run in enumerate(runs):
+        for path, why in NOT_READ.items():
+            assert f"  {path}: not read: {why}" in run.stdout, run.stdout
+        assert (rewritten in run.stdout) == (number == 1), run.stdout
+    reports = sorted((hostile / "reports" / "runs").glob("run-*.json"))
+    notices = [n for s in json.loads(reports[-1].read_text())["stages"] for n in s["notices"]]
+    assert len(notices) == 4 and any(rewritten in n for n in notices)
+    page = reports[-1].with_suffix(".html").read_text()
+    assert all(path in page for path in NOT_READ) and first_clicks in page
+
+
+def test_no_byte_of_what_was_not_read_reaches_a_table(roots):
+    _, hostile, _ = roots
+    tables = [p.parent for p in (hostile / "lakehouse").glob("*/*/_delta_log")]
+    assert len(tables) >= 17  # bronze, quarantine, silver, gold and _meta
+    for table in tables:
+        text = json.dumps(delta_table(table).to_pylist(), default=str)
+        assert not [marker for marker in MARKERS if marker in text], table

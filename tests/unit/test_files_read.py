@@ -1,4 +1,4 @@
-"""What a file stream's checkpoint says it has read, and what its landing folder lists.
+"""What a file stream's checkpoint says it has read, and what bronze lists in a landing folder.
 
 Spark's own logs are exercised end to end in tests/integration/test_bronze.py;
 here the edge cases of the log layout and of the listing.
@@ -7,12 +7,13 @@ here the edge cases of the log layout and of the listing.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from include.checkpoints import CheckpointError, caught_up, files_read
-from include.landing import landing_files
+from include.landing import landing_uri, manifest_files, manifest_name, scan_landing
 
 
 def write_log(path: Path, files: list[str]) -> None:
@@ -68,17 +69,54 @@ def test_a_damaged_log_file_is_an_error_that_names_it(tmp_path):
         files_read(checkpoint, "bronze/x")
 
 
-def test_the_landing_listing_skips_what_spark_skips(tmp_path):
-    for name in ("a.jsonl", "b.json", "c.jsonl.gz", "_x=1.json"):
-        (tmp_path / name).write_text("{}\n")
-    for name in (".a.jsonl.tmp.json", "_SUCCESS", "_tmp.json", "notes.txt"):
-        (tmp_path / name).write_text("")
-    assert sorted(p.name for p in landing_files(tmp_path) or []) == [
-        "_x=1.json",
-        "a.jsonl",
-        "b.json",
-        "c.jsonl.gz",
+def test_the_landing_scan_reads_regular_files_and_reports_everything_else(tmp_path):
+    root, secret = tmp_path / "data", tmp_path / "secret.txt"
+    folder, manifests = root / "landing" / "clicks", root / "checkpoints" / "manifests"
+    folder.mkdir(parents=True)
+    secret.write_text("password=hunter2\n")
+    for name in ("a.jsonl", "b.json", "c.jsonl.gz"):
+        (folder / name).write_text("{}\n")
+    for name in (".a.jsonl.tmp", "_SUCCESS", "_tmp.json"):  # in flight, markers: silent
+        (folder / name).write_text("")
+    (folder / "notes.csv").write_text("a,b\n")
+    (folder / "day=2026-11-01").mkdir()
+    (folder / "day=2026-11-01" / "inside.json").write_text("{}\n")
+    (folder / "secret.json").symlink_to(secret)
+    (folder / "everything.json").symlink_to("/")
+    (folder / "dangling.jsonl").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(folder / "pipe.json")
+
+    scan = scan_landing(folder, manifests, root)
+    assert scan.not_read == [
+        "landing/clicks/dangling.jsonl: not read: a symbolic link (links are never followed)",
+        "landing/clicks/day=2026-11-01: not read: a folder (landing folders are flat)",
+        "landing/clicks/everything.json: not read: a symbolic link (links are never followed)",
+        "landing/clicks/notes.csv: not read: not a supported name (expected *.json, *.jsonl, *.gz)",
+        "landing/clicks/pipe.json: not read: not a regular file",
+        "landing/clicks/secret.json: not read: a symbolic link (links are never followed)",
     ]
-    assert landing_files(tmp_path / "missing") == []
-    (tmp_path / "day=2026-11-01").mkdir()  # Spark may read it as a partition
-    assert landing_files(tmp_path) is None
+    assert scan.changed == []
+    listed = sorted(json.loads(p.read_text())["path"] for p in manifest_files(manifests))
+    assert listed == [str(folder / name) for name in ("a.jsonl", "b.json", "c.jsonl.gz")]
+    assert {p.name for p in manifest_files(manifests)} == {
+        manifest_name(n) for n in ("a.jsonl", "b.json", "c.jsonl.gz")
+    }
+
+    # Scanned again: nothing new. A file rewritten in place: reported, its manifest kept.
+    before = {p.name: p.read_text() for p in manifest_files(manifests)}
+    (folder / "b.json").write_text('{"rewritten": true}\n')
+    again = scan_landing(folder, manifests, root)
+    assert {p.name: p.read_text() for p in manifest_files(manifests)} == before
+    (changed,) = again.changed
+    assert changed.startswith(
+        "landing/clicks/b.json: not read again: changed after it was ingested"
+    )
+    assert "size 3 -> 20 bytes" in changed
+    assert again.notices == again.not_read + again.changed
+    # A missing folder lists nothing.
+    assert scan_landing(root / "landing" / "none", manifests, root).notices == []
+
+
+def test_a_manifest_names_its_file_as_spark_does():
+    manifest = json.dumps({"path": "/data/landing/a b%20\u00e9#1.json"})
+    assert landing_uri(manifest) == "file:/data/landing/a%20b%2520\u00e9%231.json"
