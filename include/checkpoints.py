@@ -49,6 +49,9 @@ from include.errors import LakehouseError
 from include.landing import local_path
 
 SIDECAR = "lakehouse.json"
+# In `lakehouse.json` of a stream `lakehouse recover` restarted over tables its
+# backfill rebuilt, until its first successful run (`jobs.silver.write_table`).
+REBUILT_BY_BACKFILL = "rebuilt_by_backfill"
 # Brings a data root of an older version to this one (README, 'Upgrading').
 UPGRADE_COMMAND = "lakehouse recover --layer bronze --layer silver --layer gold"
 RETIRED = "_retired"
@@ -61,7 +64,7 @@ def recovery_advice(query: str) -> str:
         "bronze and quarantine"
         if layer == "bronze"
         else f"rebuilds the {layer} tables by backfill from bronze and restarts the {layer} "
-        "streams from the current versions of their sources"
+        "streams, which rebuild their state without writing a row twice"
     )
     return (
         f"To recover, run `lakehouse recover --layer {layer}`: it moves the {layer} "
@@ -133,8 +136,9 @@ def record_read(
     sidecar["read_versions"] = {**sidecar.get("read_versions", {}), **versions}
     if written:
         sidecar["written_versions"] = {**sidecar.get("written_versions", {}), **written}
-    # A recovered stream's starting versions served its first run; its offsets say the rest.
+    # A recovered stream's first run is done; its offsets and state say the rest.
     sidecar.pop("starting_versions", None)
+    sidecar.pop(REBUILT_BY_BACKFILL, None)
     write_sidecar(checkpoint, sidecar)
 
 

@@ -210,8 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="The recovery a checkpoint error asks for. Moves the layer's checkpoints "
         "to checkpoints/_retired/<time>/. bronze: the next run reads every landing file "
         "again and skips the files bronze and quarantine already hold. silver, gold: rebuilds "
-        "the layer's tables by backfill over every date in bronze, then the streams restart "
-        "from the current versions of their sources. See README, 'Recovering a stream'.",
+        "the layer's tables by backfill over every date in bronze; the streams' next run "
+        "reads their sources whole to rebuild state and writes only rows the backfill did "
+        "not. See README, 'Recovering a stream'.",
     )
     recover.add_argument(
         "--layer",

@@ -136,6 +136,17 @@ GOLD_SCHEMAS: dict[str, T.StructType] = {
 }
 
 
+# What identifies a row of each silver and gold table (section 4: one row per ...).
+TABLE_KEYS: dict[tuple[str, str], list[str]] = {
+    **{("silver", spec.name): [spec.string_fields[0]] for spec in SOURCES.values()},
+    ("silver", "ad_attribution"): ["impression_id", "click_id"],
+    ("silver", "user_sessions"): ["session_id"],
+    ("gold", "ad_performance_hourly"): ["ad_id", "campaign_id", "window_start"],
+    ("gold", "actions_10min"): ["window_start", "window_end", "action"],
+    ("gold", "user_status"): ["user_id"],
+}
+
+
 def table_schema(layer: str, name: str) -> T.StructType:
     """Schema of a silver or gold table."""
     return (SILVER_SCHEMAS if layer == "silver" else GOLD_SCHEMAS)[name]

@@ -10,8 +10,12 @@
   checkpoints are moved to `checkpoints/_retired/<time>/`; bronze streams
   restart reading every landing file but skip the files their tables already
   hold; silver and gold tables are rebuilt by backfill over every date in
-  bronze, then their streams restart from the current versions of their
-  sources.
+  bronze, then their streams restart with new checkpoints. Such a stream's
+  first run reads its sources whole (a stateful query must see the rows of
+  the windows and sessions still open, and remember the ids of deduplication)
+  and writes only rows whose keys the backfill did not write: nothing the
+  backfill closed is written twice, nothing still open loses the rows read
+  before the recovery.
 """
 
 from __future__ import annotations
@@ -25,13 +29,14 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from include.checkpoints import (
+    REBUILT_BY_BACKFILL,
     RETIRED,
     read_position,
     read_sidecar,
     unread_versions,
     write_sidecar,
 )
-from include.delta import append_rows, is_delta_table, latest_version, read_table
+from include.delta import append_rows, is_delta_table, read_table
 from include.delta.log import streams_that_wrote
 from include.settings import Settings
 from jobs.backfill import TABLES, run_backfill
@@ -42,8 +47,6 @@ from jobs.validate import reconciliation_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-UPSTREAM = {"silver": ("bronze", "silver"), "gold": ("silver",)}
 
 
 def streams_behind(settings: Settings) -> list[str]:
@@ -120,13 +123,6 @@ def recover_layer(
         for result in run_backfill(spark, settings, dates, [layer]):
             echo(f"rebuilt by backfill {dates.start}..{dates.end}: {result.summary()}")
 
-    # Versions are taken after the backfill, so its rewrites are not read as new rows.
-    versions = {
-        str(path.resolve()): latest_version(str(path)) + 1
-        for upstream in UPSTREAM.get(layer, ())
-        for path in sorted((settings.lakehouse / upstream).glob("*"))
-        if is_delta_table(path)
-    }
     created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     for query in layer_queries(layer):
         sidecar: dict[str, object] = {
@@ -141,7 +137,7 @@ def recover_layer(
                 for table in ("bronze", "quarantine")
             }
         else:
-            sidecar["starting_versions"] = versions
+            sidecar[REBUILT_BY_BACKFILL] = True
         write_sidecar(settings.checkpoint(layer, query), sidecar)
         echo(f"{layer}/{query}: new checkpoint {settings.checkpoint(layer, query)}")
     return retired

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
-from include.checkpoints import restart_version
+from include.checkpoints import REBUILT_BY_BACKFILL, read_sidecar, restart_version
 from include.delta import StreamSink, read_stream
 from include.settings import Settings
 from jobs.contract import (
@@ -18,6 +18,7 @@ from jobs.contract import (
     EVENT_DATE,
     IMPRESSIONS,
     SOURCES,
+    TABLE_KEYS,
     USER_ACTIONS,
     SourceSpec,
     table_schema,
@@ -45,10 +46,13 @@ def write_table(
     in `sources`, the (layer, table) pairs it streams.
 
     Tables with `event_date` are partitioned by it; `merge_keys` upserts instead
-    of appending (update output mode).
+    of appending (update output mode). The first run of a stream `lakehouse
+    recover` restarted reads its sources whole, to rebuild its state, and
+    writes only rows whose keys the backfill did not write.
     """
     schema = table_schema(layer, table)
     checkpoint = settings.checkpoint(layer, table)
+    rebuilt = bool(read_sidecar(checkpoint).get(REBUILT_BY_BACKFILL))
     sink = StreamSink(
         spark,
         settings.table(layer, table),
@@ -56,6 +60,7 @@ def write_table(
         checkpoint,
         partition_by=[EVENT_DATE] if EVENT_DATE in schema.names else [],
         merge_keys=merge_keys or [],
+        insert_new_keys=TABLE_KEYS[(layer, table)] if rebuilt and not merge_keys else [],
     )
     output_mode = "update" if merge_keys else "append"
     result = run_available_now(
@@ -78,8 +83,9 @@ def source_stream(
 
     A backfill recomputes what is downstream itself, so its commits say
     `dataChange=false` and every stream skips them; streams of silver tables
-    also skip any other commit that rewrites rows. A stream restarted by
-    `lakehouse recover` starts where its checkpoint's `lakehouse.json` says.
+    also skip any other commit that rewrites rows. A new stream, and one
+    `lakehouse recover` restarted, reads the table as it is now, then each
+    new version (a checkpoint of lakehouse 0.2's `recover` may name where to start).
     """
     path = settings.table(*source)
     return read_stream(

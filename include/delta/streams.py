@@ -62,7 +62,9 @@ class StreamSink:
 
     Use as `foreachBatch(sink)`, or call `sink.write(df, batch_id)` from a
     foreachBatch function that writes several tables. With `merge_keys` each
-    batch is upserted (MERGE) on those keys, for current-state tables.
+    batch is upserted (MERGE) on those keys, for current-state tables. With
+    `insert_new_keys`, rows whose keys the table holds are left out (a stream
+    `lakehouse recover` restarted over a table its backfill rebuilt).
     `rows_written`, `batches_committed` and `batches_skipped` count what this
     process did, for progress reports.
     """
@@ -73,6 +75,8 @@ class StreamSink:
     checkpoint: Path
     partition_by: list[str] = field(default_factory=list)
     merge_keys: list[str] = field(default_factory=list)
+    # Insert only rows whose keys the table does not hold yet (see `write`).
+    insert_new_keys: list[str] = field(default_factory=list)
     rows_written: int = 0
     batches_committed: int = 0
     batches_skipped: int = 0
@@ -98,6 +102,10 @@ class StreamSink:
         rows = batch.select(*self.schema.names)
         if self.merge_keys:
             merge_upsert(rows, self.table_path, self.merge_keys, self.app_id, batch_id)
+        elif self.insert_new_keys:
+            merge_upsert(
+                rows, self.table_path, self.insert_new_keys, self.app_id, batch_id, update=False
+            )
         else:
             append(rows, self.table_path, self.partition_by, self.app_id, batch_id)
         self.rows_written += rows_committed(self.spark, self.table_path)

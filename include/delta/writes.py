@@ -127,25 +127,30 @@ def merge_upsert(
     keys: Iterable[str],
     app_id: str | None = None,
     version: int | None = None,
+    update: bool = True,
 ) -> None:
-    """Upsert `df` into the table on `keys`: update matches, insert the rest."""
+    """Upsert `df` into the table on `keys`: update matches, insert the rest.
+
+    With `update=False`, matches are left as they are: only rows whose keys
+    the table does not hold are inserted. Keys match null to null.
+    """
     from delta.tables import DeltaTable
 
     key_columns = _identifiers(df.columns, keys, "merge keys")
     if len(set(key_columns)) != len(key_columns):
         raise ValueError(f"duplicate merge keys {key_columns}")
-    condition = " AND ".join(f"target.`{key}` = source.`{key}`" for key in key_columns)
+    condition = " AND ".join(f"target.`{key}` <=> source.`{key}`" for key in key_columns)
     spark = df.sparkSession
     crash_point("write.before_commit")
     with _session_transaction(spark, app_id, version):
-        (
+        merge = (
             DeltaTable.forPath(spark, str(path))
             .alias("target")
             .merge(df.alias("source"), condition)
-            .whenMatchedUpdateAll()
-            .whenNotMatchedInsertAll()
-            .execute()
         )
+        if update:
+            merge = merge.whenMatchedUpdateAll()
+        merge.whenNotMatchedInsertAll().execute()
     crash_point("write.after_commit")
 
 
