@@ -5,8 +5,10 @@ check_request -> backfill -> validate -> parity
 Trigger it from the UI with the form (start date, end date, layers), or let
 Airflow create runs: `airflow backfill create --dag-id lakehouse_backfill
 --from-date ... --to-date ...` runs it once per day of its daily schedule,
-each run covering its data interval. Unpaused, it also recomputes yesterday
-every night: the complete answer, with the late events streaming dropped.
+each run covering its data interval. Unpaused, it runs every night
+`lakehouse backfill --pending`: every date holding events the streams
+dropped as late since its last backfill, whatever day they belong to (then
+parity checks yesterday).
 
 check_request validates the form in plain Python before any Spark job starts:
 dates parse, start <= end, known layers.
@@ -69,8 +71,19 @@ with DAG(
             dag_run.logical_date,
             (dag_run.data_interval_start, dag_run.data_interval_end),
         )
-        request = backfill_request(params["start"], params["end"], params["layers"], interval)
-        print(f"backfill {request.dates.start}..{request.dates.end}, layers {request.layers}")
+        request = backfill_request(
+            params["start"],
+            params["end"],
+            params["layers"],
+            interval,
+            scheduled=dag_run.run_type == "scheduled",
+        )
+        what = (
+            "the pending dates"
+            if request.pending
+            else f"{request.dates.start}..{request.dates.end}"
+        )
+        print(f"backfill {what}, layers {request.layers}")
         return request.commands()
 
     request = check_request()

@@ -11,4 +11,5 @@ class LakehouseError(RuntimeError):
 # blocked quality gate has its own code so that Airflow can tell it from a
 # transient failure and not retry it (include/operators.py).
 EXIT_FAILED = 1
+EXIT_USAGE = 2
 EXIT_BLOCKED = 3

@@ -13,16 +13,18 @@ the closing rules applied to given watermarks:
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from include.delta import ensure_table, read_table, replace_range, replace_table
+from include.delta import ensure_table, read_table, replace_dates, replace_range, replace_table
 from include.settings import Settings
 from jobs.contract import CLICKS, EVENT_DATE, EVENT_TIME, IMPRESSIONS, SOURCES, USER_ACTIONS
 from jobs.dates import BACKFILL_LAYERS, DateRange
+from jobs.late import record_backfill
 from jobs.progress import StageResult, timed
 from jobs.transforms.closing import ATTRIBUTION_US, close_unmatched_impressions, close_windows
 from jobs.transforms.gold import actions_per_window, ad_performance_hourly
@@ -115,14 +117,20 @@ def _or_no_watermark(watermark_ms: int | None) -> int:
     return NO_WATERMARK if watermark_ms is None else watermark_ms
 
 
-def in_range(frame: DataFrame, dates: DateRange) -> DataFrame:
-    return frame.where(F.col(EVENT_DATE).between(F.lit(dates.start), F.lit(dates.end)))
+# A backfill's dates: a range, or the dates of a set (`backfill --pending`).
+Dates = DateRange | Sequence[dt.date]
+
+
+def in_range(frame: DataFrame, dates: Dates) -> DataFrame:
+    if isinstance(dates, DateRange):
+        return frame.where(F.col(EVENT_DATE).between(F.lit(dates.start), F.lit(dates.end)))
+    return frame.where(F.col(EVENT_DATE).isin(sorted(dates)))
 
 
 def write_range(
     tables: dict[str, DataFrame],
     settings: Settings,
-    dates: DateRange,
+    dates: Dates,
     layout: Settings | None = None,
     layers: Sequence[str] = BACKFILL_LAYERS,
 ) -> list[StageResult]:
@@ -138,12 +146,14 @@ def write_range(
             frame = tables[name]
             dated = EVENT_DATE in frame.columns
             ensure_table(frame.sparkSession, path, frame.schema, [EVENT_DATE] if dated else [])
-            if dated:
+            if not dated:
+                rows = replace_table(frame, path)
+            elif isinstance(dates, DateRange):
                 rows = replace_range(
                     in_range(frame, dates), path, EVENT_DATE, dates.start, dates.end
                 )
             else:
-                rows = replace_table(frame, path)
+                rows = replace_dates(in_range(frame, dates), path, EVENT_DATE, dates)
         result.rows_out = {name: rows}
         results.append(result)
     return results
@@ -152,9 +162,34 @@ def write_range(
 def run_backfill(
     spark: SparkSession,
     settings: Settings,
-    dates: DateRange,
+    dates: Dates,
     layers: Sequence[str] = BACKFILL_LAYERS,
 ) -> list[StageResult]:
-    """Recompute the layers' tables for the range; gold comes from bronze, like silver."""
+    """Recompute the layers' tables for the dates; gold comes from bronze, like silver.
+
+    The dates recomputed are recorded in `_meta/backfills` (`jobs.late`): for a
+    range, the dates in it that bronze holds.
+    """
     watermarks = bronze_watermarks(spark, settings)
-    return write_range(compute_tables(spark, settings, watermarks), settings, dates, None, layers)
+    results = write_range(
+        compute_tables(spark, settings, watermarks), settings, dates, None, layers
+    )
+    record_backfill(spark, settings, bronze_dates_in(spark, settings, dates), layers)
+    return results
+
+
+def bronze_dates_in(spark: SparkSession, settings: Settings, dates: Dates) -> list[dt.date]:
+    """The event dates of `dates` that bronze holds rows for."""
+    if not isinstance(dates, DateRange):
+        return sorted(dates)
+    found: set[dt.date] = set()
+    for name in SOURCES:
+        rows = (
+            read_table(spark, settings.table("bronze", name))
+            .select(F.to_date(EVENT_TIME).alias("day"))
+            .where(F.col("day").between(F.lit(dates.start), F.lit(dates.end)))
+            .distinct()
+            .collect()
+        )
+        found |= {row["day"] for row in rows}
+    return sorted(found)

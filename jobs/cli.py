@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from include.errors import EXIT_BLOCKED, EXIT_FAILED, LakehouseError
+from include.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_USAGE, LakehouseError
 from include.locks import writer_lock
 from include.settings import Settings
 from jobs.dates import BACKFILL_LAYERS
@@ -176,8 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
         command = commands.add_parser(
             name, parents=[common], help=help_text, description=description
         )
-        command.add_argument("--start", type=_day, required=True, help="first date, YYYY-MM-DD")
-        command.add_argument("--end", type=_day, required=True, help="last date, YYYY-MM-DD")
+        required = name != "backfill"  # which may be --pending instead
+        command.add_argument("--start", type=_day, required=required, help="first date, YYYY-MM-DD")
+        command.add_argument("--end", type=_day, required=required, help="last date, YYYY-MM-DD")
         command.add_argument("--spark-master", help="Spark master URL")
     maintain = commands.add_parser(
         "maintain",
@@ -223,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     recover.add_argument("--spark-master", help="Spark master URL")
     backfill = commands.choices["backfill"]
+    backfill.add_argument(
+        "--pending",
+        action="store_true",
+        help="instead of --start/--end: every date holding rows the streams dropped as late "
+        "since its last backfill (prints them; does nothing when there are none)",
+    )
     backfill.add_argument(
         "--layer",
         action="append",
@@ -320,11 +327,23 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     from include.spark import get_spark
-    from jobs.backfill import run_backfill
+    from jobs.backfill import Dates, run_backfill
     from jobs.dates import DateRange
+    from jobs.late import pending_dates
     from jobs.recovery import streams_behind
 
-    dates = DateRange(args.start, args.end)
+    if args.pending == (args.start is not None or args.end is not None):
+        print("lakehouse backfill: give --start and --end, or --pending", file=sys.stderr)
+        return EXIT_USAGE
+    if args.pending:
+        pending = pending_dates(settings)
+        if not pending:
+            print(
+                "backfill --pending: no date holds late rows since its last backfill; nothing to do"
+            )
+            return 0
+        print(f"backfill --pending: {len(pending)} date(s): {', '.join(map(str, pending))}")
+    dates: Dates = pending if args.pending else DateRange(args.start, args.end)
     behind = streams_behind(settings)
     if behind:
         print(
@@ -341,7 +360,8 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     layers = in_order(args.layer, BACKFILL_LAYERS)
     for result in run_backfill(spark, settings, dates, layers):
         print(result.summary(), flush=True)
-    print(f"backfill {dates.start}..{dates.end} finished in {time.perf_counter() - started:.1f} s")
+    span = f"{dates.start}..{dates.end}" if isinstance(dates, DateRange) else "--pending"
+    print(f"backfill {span} finished in {time.perf_counter() - started:.1f} s")
     return 0
 
 

@@ -46,13 +46,16 @@ class BackfillRequest:
 
     dates: DateRange
     layers: tuple[str, ...]
+    # The nightly run: recompute every date holding late rows (`backfill --pending`);
+    # `dates` (its data interval) is then what parity checks.
+    pending: bool = False
 
     def commands(self) -> dict[str, list[str]]:
         """`lakehouse` arguments of the backfill, validate and parity tasks."""
         span = ["--start", self.dates.start.isoformat(), "--end", self.dates.end.isoformat()]
         layer_flags = [flag for layer in self.layers for flag in ("--layer", layer)]
         return {
-            "backfill": ["backfill", *span, *layer_flags],
+            "backfill": ["backfill", *(["--pending"] if self.pending else span), *layer_flags],
             # A backfill replaces files: every row it wrote is new to the checks.
             "validate": ["validate", *layer_flags, "--new-rows"],
             "parity": ["parity", *span],
@@ -81,12 +84,14 @@ def backfill_request(
     end: object,
     layers: Sequence[str] | None,
     interval: tuple[dt.datetime, dt.datetime] | None,
+    scheduled: bool = False,
 ) -> BackfillRequest:
     """The range from the trigger form, else the run's data interval.
 
     `interval` (see `covered_interval`) covers the UTC dates from its start
     up to its end, exclusive, or the start's date when both are equal. A
-    run without one must name both dates.
+    run without one must name both dates. A `scheduled` run without dates
+    (the nightly one) recomputes the pending dates (`backfill --pending`).
     """
     if start is None and end is None:
         if interval is None:
@@ -103,4 +108,8 @@ def backfill_request(
     unknown = sorted(set(chosen) - set(BACKFILL_LAYERS))
     if unknown or not chosen:
         raise ValueError(f"layers: choose from {', '.join(BACKFILL_LAYERS)}, got {list(chosen)}")
-    return BackfillRequest(dates, tuple(layer for layer in BACKFILL_LAYERS if layer in chosen))
+    return BackfillRequest(
+        dates,
+        tuple(layer for layer in BACKFILL_LAYERS if layer in chosen),
+        pending=scheduled and start is None and end is None,
+    )

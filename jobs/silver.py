@@ -23,6 +23,7 @@ from jobs.contract import (
     SourceSpec,
     table_schema,
 )
+from jobs.late import record_late_dates
 from jobs.progress import StageResult
 from jobs.streaming import run_available_now
 from jobs.transforms.silver import attribute_clicks, dedupe_events
@@ -63,6 +64,8 @@ def write_table(
         insert_new_keys=TABLE_KEYS[(layer, table)] if rebuilt and not merge_keys else [],
     )
     output_mode = "update" if merge_keys else "append"
+    source_paths = [settings.table(*source) for source in sources]
+    read_before = read_sidecar(checkpoint).get("read_versions", {})
     result = run_available_now(
         f"{layer}/{table}",
         build,
@@ -70,7 +73,8 @@ def write_table(
         sink,
         [sink.table_path],
         output_mode,
-        sources=[settings.table(*source) for source in sources],
+        sources=source_paths,
+        after_run=lambda done: record_late_dates(spark, settings, done, source_paths, read_before),
     )
     result.rows_out = {table: sink.rows_written}
     return result

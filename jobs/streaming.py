@@ -25,6 +25,7 @@ def run_available_now(
     output_mode: str = "append",
     files: Sequence[Path] | None = None,
     sources: Sequence[Path] = (),
+    after_run: Callable[[StageResult], object] | None = None,
 ) -> StageResult:
     """Process everything available now, in micro-batches, then stop.
 
@@ -33,7 +34,8 @@ def run_available_now(
     query starts. `sources` are the Delta tables the stream reads; `files`, for
     a stream of landing files, what its source would list now. A stream that
     has read all its input is not started at all: it would plan no batch, and
-    starting it costs a second or more.
+    starting it costs a second or more. `after_run` sees the result of a run
+    that completed, before its sidecar records what it read.
     """
     guard(checkpoint, name, list(tables))
     result = StageResult(name)
@@ -58,7 +60,6 @@ def run_available_now(
             if explained is error:
                 raise
             raise explained from error
-    record_read(checkpoint, versions, latest_versions(tables))
     progress = query.recentProgress
     result.progress = [json.loads(p.json) for p in progress]
     result.rows_in = sum(p.numInputRows for p in progress)
@@ -76,4 +77,8 @@ def run_available_now(
             }
             for op in last
         ]
+    if after_run is not None:
+        # Before the checkpoint's sidecar moves on: a crash in between runs it again.
+        after_run(result)
+    record_read(checkpoint, versions, latest_versions(tables))
     return result

@@ -4,7 +4,7 @@
   earlier version, as a Spark DataFrame (`include.delta.tables`).
 - `read_stream`, `StreamSink`: Delta's streaming source, and a foreachBatch
   sink that commits each micro-batch once (`include.delta.streams`).
-- `append`, `merge_upsert`, `replace_range`, `replace_table`, `append_rows`:
+- `append`, `merge_upsert`, `replace_range`, `replace_dates`, `replace_table`, `append_rows`:
   writes, each one atomic commit, each safe to repeat (`include.delta.writes`).
 - `include.delta.log`: the log read without Spark (delta-rs), for the checks
   made before a query starts.
@@ -19,6 +19,7 @@ from include.delta.writes import (
     append_rows,
     ensure_table,
     merge_upsert,
+    replace_dates,
     replace_range,
     replace_table,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "read_added_since",
     "read_stream",
     "read_table",
+    "replace_dates",
     "replace_range",
     "replace_table",
 ]

@@ -223,6 +223,18 @@ def replace_range(
     return _replace(df, path, predicate, f"{name} {start}..{end}")
 
 
+def replace_dates(df: DataFrame, path: str | Path, column: str, dates: Iterable[dt.date]) -> int:
+    """Atomically replace the rows whose `column` is one of `dates` with `df` (one commit)."""
+    (name,) = _identifiers(df.columns, [column], "date column")
+    chosen = sorted(set(dates))
+    if not chosen or not all(
+        isinstance(d, dt.date) and not isinstance(d, dt.datetime) for d in chosen
+    ):
+        raise ValueError("give one date or more")
+    listed = ", ".join(f"DATE'{day.isoformat()}'" for day in chosen)
+    return _replace(df, path, f"`{name}` IN ({listed})", f"{name} {', '.join(map(str, chosen))}")
+
+
 def replace_table(df: DataFrame, path: str | Path) -> int:
     """Atomically replace every row of the table with `df` (one commit)."""
     return _replace(df, path, None, "the table")

@@ -72,3 +72,17 @@ def test_layers_come_back_in_pipeline_order():
 def test_a_bad_request_gets_a_clear_message(start, end, layers, interval, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         backfill_request(start, end, layers, interval)
+
+
+def test_the_nightly_run_recomputes_the_pending_dates_and_checks_parity_of_its_day():
+    nightly = backfill_request(None, None, None, INTERVAL, scheduled=True)
+    assert nightly.pending
+    commands = nightly.commands()
+    assert commands["backfill"] == [
+        "backfill", "--pending", "--layer", "silver", "--layer", "gold"
+    ]  # fmt: skip
+    assert commands["parity"] == ["parity", "--start", "2026-11-05", "--end", "2026-11-05"]
+    build_parser().parse_args(commands["backfill"])
+    # Runs with dates (the form), and runs `airflow backfill create` makes, take their range.
+    assert not backfill_request("2026-11-01", "2026-11-02", None, INTERVAL, scheduled=True).pending
+    assert not backfill_request(None, None, None, INTERVAL).pending

@@ -1,0 +1,159 @@
+"""Late data: which event dates hold rows the streams dropped, and which a backfill owes.
+
+A streaming query drops an input row whose event time is below its watermark
+(CONTRACT.md section 8: such rows reach the tables by the next night's
+`lakehouse backfill --pending`). Spark counts the rows it drops
+(`numRowsDroppedByWatermark`) but does not say which they were. So after a
+run in which a silver or gold stream dropped rows, `record_late_dates` looks
+at the rows the run read (the files its source tables gained since the
+stream's previous run) and records in `_meta/late_dates` the event dates of
+those below the watermark its micro-batches used. That may name a date whose
+rows a batch with a lower watermark still used (never one with a dropped row
+missing): recomputing a date is always correct, only a little more work.
+
+Every backfill appends the dates it recomputed to `_meta/backfills`. A date
+is pending while a late row was recorded for it after its last backfill of
+both layers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from include.delta import append_rows, is_delta_table, read_added_since
+from include.settings import Settings
+from jobs.contract import EVENT_TIME
+from jobs.dates import BACKFILL_LAYERS
+from jobs.progress import StageResult
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LATE_DATES_SCHEMA = T.StructType(
+    [
+        T.StructField("event_date", T.DateType()),
+        T.StructField("query", T.StringType()),
+        T.StructField("rows_below_watermark", T.LongType()),
+        T.StructField("watermark", T.TimestampType()),
+        T.StructField("detected_at", T.TimestampType()),
+    ]
+)
+BACKFILLS_SCHEMA = T.StructType(
+    [
+        T.StructField("event_date", T.DateType()),
+        T.StructField("layers", T.ArrayType(T.StringType())),
+        T.StructField("completed_at", T.TimestampType()),
+    ]
+)
+
+
+def late_dates_path(settings: Settings) -> Path:
+    return settings.meta("late_dates")
+
+
+def backfills_path(settings: Settings) -> Path:
+    return settings.meta("backfills")
+
+
+def _watermark_used(progress: list[dict[str, Any]]) -> dt.datetime | None:
+    """The highest watermark a micro-batch with input rows ran with."""
+    marks = [
+        dt.datetime.fromisoformat(p["eventTime"]["watermark"].replace("Z", "+00:00"))
+        for p in progress
+        if p.get("numInputRows") and p.get("eventTime", {}).get("watermark")
+    ]
+    return max(marks, default=None)
+
+
+def record_late_dates(
+    spark: SparkSession,
+    settings: Settings,
+    result: StageResult,
+    sources: Sequence[Path],
+    read_before: dict[str, int],
+) -> list[dt.date]:
+    """After a run of a stream that dropped rows: the dates of the rows it read below its
+    watermark, appended to `_meta/late_dates`. `read_before`: the source versions the
+    stream had read before this run (its `lakehouse.json`)."""
+    watermark = _watermark_used(result.progress)
+    if not result.dropped_late or watermark is None:
+        return []
+    counts: dict[dt.date, int] = {}
+    for source in sources:
+        since = read_before.get(str(source.resolve()))
+        rows = (
+            read_added_since(spark, source, since)
+            .where(F.col(EVENT_TIME) < F.lit(watermark))
+            .groupBy(F.to_date(EVENT_TIME).alias("day"))
+            .count()
+            .collect()
+        )
+        for row in rows:
+            counts[row["day"]] = counts.get(row["day"], 0) + row["count"]
+    now = dt.datetime.now(dt.UTC)
+    append_rows(
+        spark,
+        late_dates_path(settings),
+        [
+            {
+                "event_date": day,
+                "query": result.stage,
+                "rows_below_watermark": rows,
+                "watermark": watermark,
+                "detected_at": now,
+            }
+            for day, rows in sorted(counts.items())
+        ],
+        LATE_DATES_SCHEMA,
+    )
+    return sorted(counts)
+
+
+def record_backfill(
+    spark: SparkSession, settings: Settings, dates: Sequence[dt.date], layers: Sequence[str]
+) -> None:
+    """A backfill recomputed these dates of these layers."""
+    now = dt.datetime.now(dt.UTC)
+    rows = [{"event_date": d, "layers": list(layers), "completed_at": now} for d in dates]
+    append_rows(spark, backfills_path(settings), rows, BACKFILLS_SCHEMA)
+
+
+def pending_dates(settings: Settings) -> list[dt.date]:
+    """Dates with late rows recorded after their last backfill of every layer.
+
+    Read from the log with delta-rs: when nothing is pending, `backfill
+    --pending` says so without starting Spark.
+    """
+    from deltalake import DeltaTable
+
+    late_path = late_dates_path(settings)
+    if not is_delta_table(late_path):
+        return []
+    detected: dict[dt.date, dt.datetime] = {}
+    for row in (
+        DeltaTable(str(late_path))
+        .to_pyarrow_table(columns=["event_date", "detected_at"])
+        .to_pylist()
+    ):
+        day, moment = row["event_date"], _utc(row["detected_at"])
+        detected[day] = max(moment, detected.get(day, moment))
+    backfilled: dict[dt.date, dt.datetime] = {}
+    if is_delta_table(backfills_path(settings)):
+        for row in DeltaTable(str(backfills_path(settings))).to_pyarrow_table().to_pylist():
+            if set(BACKFILL_LAYERS) <= set(row["layers"]):
+                day, moment = row["event_date"], _utc(row["completed_at"])
+                backfilled[day] = max(moment, backfilled.get(day, moment))
+    return sorted(day for day, moment in detected.items() if moment > backfilled.get(day, _EPOCH))
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _utc(moment: dt.datetime) -> dt.datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)

@@ -1,0 +1,112 @@
+"""Late data is reprocessed, not forgotten (CONTRACT.md section 8).
+
+Two days of events stream in; then events of the first day's first hour
+arrive, far below every watermark: the streams drop them. `lakehouse
+backfill --pending` names that date and recomputes it, leaving its rows equal
+to a backfill of everything; run again, it finds nothing and commits nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from include.delta.log import latest_version
+from jobs.backfill import TABLES
+from jobs.contract import EVENT_DATE
+from jobs.generate import GeneratorConfig, generate
+from tests.helpers import delta_table, run_cli, settings_for
+
+pytestmark = pytest.mark.slow
+
+LATE_DAY = dt.date(2026, 11, 1)
+
+
+def late_lines() -> dict[str, str]:
+    """New events of 2026-11-01 00:05-00:35 (UTC) per source, as landing lines."""
+    lines: dict[str, list[str]] = {"impressions": [], "clicks": [], "user_actions": []}
+    for n in range(30):
+        moment = dt.datetime(2026, 11, 1, 0, 5 + n, tzinfo=dt.UTC).isoformat()
+        impression = {
+            "impression_id": f"late-i{n}",
+            "ad_id": f"ad-late{n % 3}",
+            "campaign_id": "camp-late",
+            "user_id": f"late-u{n}",
+            "event_time": moment,
+        }
+        lines["impressions"].append(json.dumps(impression))
+        if n % 3 == 0:
+            click = {
+                "click_id": f"late-c{n}",
+                "impression_id": f"late-i{n}",
+                "ad_id": impression["ad_id"],
+                "user_id": f"late-u{n}",
+                "event_time": moment,
+            }
+            lines["clicks"].append(json.dumps(click))
+        action = {
+            "event_id": f"late-e{n}",
+            "user_id": f"late-u{n}",
+            "action": "view",
+            "event_time": moment,
+        }
+        lines["user_actions"].append(json.dumps(action))
+    return {source: "\n".join(rows) + "\n" for source, rows in lines.items()}
+
+
+def versions(root: Path) -> dict[str, int]:
+    tables = sorted(p.parent for p in (root / "lakehouse").glob("*/*/_delta_log"))
+    return {str(t.relative_to(root)): latest_version(t) for t in tables}
+
+
+def rows_of_day(path: Path, day: dt.date) -> list[str]:
+    rows = delta_table(path).to_pylist()
+    if rows and EVENT_DATE in rows[0]:
+        rows = [row for row in rows if row[EVENT_DATE] == day]
+    return sorted(json.dumps(row, default=str, sort_keys=True) for row in rows)
+
+
+def test_backfill_pending_recomputes_the_dates_of_late_rows_once(tmp_path):
+    root = tmp_path / "data"
+    generate(GeneratorConfig(events=2000, seed=31, days=2, late_rate=0.0), root / "landing")
+    first = run_cli("run", "--data-root", str(root))
+    assert first.returncode == 0, first.stderr
+    settled = run_cli("backfill", "--pending", "--data-root", str(root))  # whatever was late
+    assert settled.returncode == 0, settled.stderr
+
+    for source, text in late_lines().items():
+        (root / "landing" / source / "late-arrivals.jsonl").write_text(text)
+    late_run = run_cli("run", "--data-root", str(root))
+    assert late_run.returncode == 0, late_run.stderr
+    assert "late 30," in late_run.stdout  # silver/impressions dropped every one
+
+    pending = run_cli("backfill", "--pending", "--data-root", str(root))
+    assert pending.returncode == 0, pending.stderr
+    assert f"date(s): {LATE_DAY}" in pending.stdout, pending.stdout
+    assert "2026-11-02" not in pending.stdout.splitlines()[0]
+
+    # The late day now holds what a backfill of everything gives it.
+    everything = tmp_path / "everything"
+    shutil.copytree(root, everything)
+    full = run_cli(
+        "backfill", "--start", "2026-11-01", "--end", "2026-11-03", "--data-root", str(everything)
+    )
+    assert full.returncode == 0, full.stderr
+    ours, reference = settings_for(root), settings_for(everything)
+    for layer, name in TABLES:
+        assert rows_of_day(ours.table(layer, name), LATE_DAY) == rows_of_day(
+            reference.table(layer, name), LATE_DAY
+        ), f"{layer}/{name}"
+    impressions = rows_of_day(ours.table("silver", "impressions"), LATE_DAY)
+    assert sum('"late-i' in row for row in impressions) == 30
+
+    # Nothing is pending any more: nothing recomputed, no table committed to.
+    before = versions(root)
+    again = run_cli("backfill", "--pending", "--data-root", str(root))
+    assert again.returncode == 0, again.stderr
+    assert "nothing to do" in again.stdout
+    assert versions(root) == before
