@@ -110,3 +110,31 @@ def test_backfill_pending_recomputes_the_dates_of_late_rows_once(tmp_path):
     assert again.returncode == 0, again.stderr
     assert "nothing to do" in again.stdout
     assert versions(root) == before
+
+
+def test_dates_years_apart_cost_what_they_hold(tmp_path):
+    """Bronze holds 2016-03-01 and 2026-11-01: a backfill, `recover` and `parity` over the
+    decade between process those two dates, in one pass each."""
+    root = tmp_path / "data"
+    for start in (dt.datetime(2016, 3, 1, tzinfo=dt.UTC), dt.datetime(2026, 11, 1, tzinfo=dt.UTC)):
+        generate(
+            GeneratorConfig(events=300, seed=start.year, start=start, late_rate=0.0),
+            root / "landing",
+        )
+    assert run_cli("run", "--data-root", str(root)).returncode == 0
+    span = ["--start", "2016-01-01", "--end", "2026-12-31", "--data-root", str(root)]
+
+    backfill = run_cli("backfill", *span)
+    assert backfill.returncode == 0, backfill.stderr
+    recover = run_cli("recover", "--layer", "gold", "--data-root", str(root))
+    assert recover.returncode == 0, recover.stderr
+    rebuilt = [line for line in recover.stdout.splitlines() if "rebuilt by backfill" in line]
+    assert len(rebuilt) == 3 and all("2016-03-01..2026-11-01" in line for line in rebuilt)
+    assert run_cli("run", "--data-root", str(root)).returncode == 0
+    parity = run_cli("parity", *span)
+    assert parity.returncode == 0, parity.stdout
+    dates = {
+        row["event_date"]
+        for row in delta_table(settings_for(root).table("silver", "impressions")).to_pylist()
+    }
+    assert {d.year for d in dates} == {2016, 2026}
