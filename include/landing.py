@@ -69,7 +69,7 @@ class LandingScan:
 
 def manifest_name(file_name: str) -> str:
     """The manifest of landing file `file_name`: one per name, whatever its content."""
-    return hashlib.sha256(file_name.encode("utf-8", "surrogateescape")).hexdigest() + ".json"
+    return hashlib.sha256(file_name.encode()).hexdigest() + ".json"
 
 
 def scan_landing(folder: Path, manifests: Path, data_root: Path) -> LandingScan:
@@ -100,17 +100,17 @@ def scan_landing(folder: Path, manifests: Path, data_root: Path) -> LandingScan:
             if problem:
                 scan.not_read.append(f"{shown}: not read: {problem}")
                 continue
-            stat = entry.stat(follow_symlinks=False)
+            info = entry.stat(follow_symlinks=False)
             manifest = manifests / manifest_name(name)
             known = _read_manifest(manifest)
             if known is None:
-                content = {"path": entry.path, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+                content = {"path": entry.path, "size": info.st_size, "mtime_ns": info.st_mtime_ns}
                 _write_atomically(manifest, json.dumps(content) + "\n")
-            elif (known["size"], known["mtime_ns"]) != (stat.st_size, stat.st_mtime_ns):
+            elif (known["size"], known["mtime_ns"]) != (info.st_size, info.st_mtime_ns):
                 scan.changed.append(
                     f"{shown}: not read again: changed after it was ingested (size "
-                    f"{known['size']:,} -> {stat.st_size:,} bytes, modified "
-                    f"{_when(known['mtime_ns'])} -> {_when(stat.st_mtime_ns)}); landing files "
+                    f"{known['size']:,} -> {info.st_size:,} bytes, modified "
+                    f"{_when(known['mtime_ns'])} -> {_when(info.st_mtime_ns)}); landing files "
                     "are immutable: deliver new lines in a new file"
                 )
     return scan

@@ -96,6 +96,8 @@ def record_late_dates(
         )
         for row in rows:
             counts[row["day"]] = counts.get(row["day"], 0) + row["count"]
+    if not counts:
+        return []
     now = dt.datetime.now(dt.UTC)
     append_rows(
         spark,
@@ -119,6 +121,8 @@ def record_backfill(
     spark: SparkSession, settings: Settings, dates: Sequence[dt.date], layers: Sequence[str]
 ) -> None:
     """A backfill recomputed these dates of these layers."""
+    if not dates:
+        return
     now = dt.datetime.now(dt.UTC)
     rows = [{"event_date": d, "layers": list(layers), "completed_at": now} for d in dates]
     append_rows(spark, backfills_path(settings), rows, BACKFILLS_SCHEMA)

@@ -112,6 +112,7 @@ def test_backfill_pending_recomputes_the_dates_of_late_rows_once(tmp_path):
     assert versions(root) == before
 
 
+@pytest.mark.full
 def test_dates_years_apart_cost_what_they_hold(tmp_path):
     """Bronze holds 2016-03-01 and 2026-11-01: a backfill, `recover` and `parity` over the
     decade between process those two dates, in one pass each."""
