@@ -144,7 +144,9 @@ class LocalAirflow:
         )
         argv = {
             "api-server": [AIRFLOW, "api-server", "--host", "127.0.0.1", "--port", str(self.port)],
-            "scheduler": [AIRFLOW, "scheduler"],
+            # No log server: it listens on every interface, and the api-server reads
+            # the task logs from this machine's disk anyway.
+            "scheduler": [AIRFLOW, "scheduler", "--skip-serve-logs"],
             "dag-processor": [AIRFLOW, "dag-processor"],
         }
         services = [processes.start(self.state, name, argv[name], env) for name in SERVICES]

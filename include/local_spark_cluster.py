@@ -80,7 +80,8 @@ class LocalSparkCluster:
             "SPARK_LOCAL_IP": "127.0.0.1",
             # Authentication on; the daemons read the secret from _SPARK_AUTH_SECRET
             # (not a -D option, which every user of `ps` could read).
-            "SPARK_DAEMON_JAVA_OPTS": "-Dspark.authenticate=true",
+            # The REST submission server (port 6066) knows no authentication: off.
+            "SPARK_DAEMON_JAVA_OPTS": "-Dspark.authenticate=true -Dspark.master.rest.enabled=false",
             "_SPARK_AUTH_SECRET": self.secret(),
             "SPARK_NO_DAEMONIZE": "1",
             "PYSPARK_PYTHON": sys.executable,

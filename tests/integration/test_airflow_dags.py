@@ -233,7 +233,11 @@ def submit_with_secret(
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+        env={
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        },
     )
 
 
@@ -256,6 +260,7 @@ def test_incremental_dag_triggered_through_the_rest_api_runs_on_the_cluster(live
     # that does not know its shared secret.
     assert live.listening and live.listening <= {"127.0.0.1", "::ffff:127.0.0.1"}, live.listening
     assert live.wrong_secret.returncode != 0, live.wrong_secret.stdout
+    assert "spark-class: No such file" not in live.wrong_secret.stderr  # it did start
     assert "wrong-secret" not in live.applications
     # Stopping Airflow and the cluster leaves nothing they started behind.
     assert set(live.stopped) == SERVICES

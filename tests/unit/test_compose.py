@@ -148,7 +148,9 @@ def test_the_spark_cluster_requires_the_shared_secret(compose):
     services = compose["services"]
     for name in ("spark-master", "spark-worker"):
         environment = services[name]["environment"]
-        assert environment["SPARK_DAEMON_JAVA_OPTS"] == "-Dspark.authenticate=true", name
+        options = environment["SPARK_DAEMON_JAVA_OPTS"].split()
+        assert "-Dspark.authenticate=true" in options, name
+        assert "-Dspark.master.rest.enabled=false" in options, name  # no auth there
         assert environment["_SPARK_AUTH_SECRET"] == env_example()["SPARK_AUTH_SECRET"], name
     # Jobs submitted by Airflow authenticate with the same secret.
     scheduler = services["airflow-scheduler"]["environment"]
