@@ -335,15 +335,7 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     if args.pending == (args.start is not None or args.end is not None):
         print("lakehouse backfill: give --start and --end, or --pending", file=sys.stderr)
         return EXIT_USAGE
-    if args.pending:
-        pending = pending_dates(settings)
-        if not pending:
-            print(
-                "backfill --pending: no date holds late rows since its last backfill; nothing to do"
-            )
-            return 0
-        print(f"backfill --pending: {len(pending)} date(s): {', '.join(map(str, pending))}")
-    dates: Dates = pending if args.pending else DateRange(args.start, args.end)
+    chosen = None if args.pending else DateRange(args.start, args.end)
     behind = streams_behind(settings)
     if behind:
         print(
@@ -355,8 +347,17 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
         for line in behind:
             print(f"  {line}", file=sys.stderr)
         return EXIT_FAILED
-    started = time.perf_counter()
     spark = get_spark(settings, app_name="lakehouse-backfill", streaming=False)
+    if chosen is None:
+        pending = pending_dates(spark, settings)
+        if not pending:
+            print(
+                "backfill --pending: no date holds late rows since its last backfill; nothing to do"
+            )
+            return 0
+        print(f"backfill --pending: {len(pending)} date(s): {', '.join(map(str, pending))}")
+    dates: Dates = pending if chosen is None else chosen
+    started = time.perf_counter()
     layers = in_order(args.layer, BACKFILL_LAYERS)
     for result in run_backfill(spark, settings, dates, layers):
         print(result.summary(), flush=True)

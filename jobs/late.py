@@ -13,7 +13,9 @@ missing): recomputing a date is always correct, only a little more work.
 
 Every backfill appends the dates it recomputed to `_meta/backfills`. A date
 is pending while a late row was recorded for it after its last backfill of
-both layers.
+both layers. (Read with Spark: a process that read them with delta-rs and
+pyarrow and exited at once was seen to abort in CI, `terminate called
+without an active exception`, after printing its answer.)
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from include.delta import append_rows, is_delta_table, read_added_since
+from include.delta import append_rows, is_delta_table, read_added_since, read_table
 from include.settings import Settings
 from jobs.contract import EVENT_TIME
 from jobs.dates import BACKFILL_LAYERS
@@ -128,36 +130,26 @@ def record_backfill(
     append_rows(spark, backfills_path(settings), rows, BACKFILLS_SCHEMA)
 
 
-def pending_dates(settings: Settings) -> list[dt.date]:
-    """Dates with late rows recorded after their last backfill of every layer.
-
-    Read from the log with delta-rs: when nothing is pending, `backfill
-    --pending` says so without starting Spark.
-    """
-    from deltalake import DeltaTable
-
+def pending_dates(spark: SparkSession, settings: Settings) -> list[dt.date]:
+    """Dates with late rows recorded after their last backfill of every layer."""
     late_path = late_dates_path(settings)
     if not is_delta_table(late_path):
         return []
-    detected: dict[dt.date, dt.datetime] = {}
-    for row in (
-        DeltaTable(str(late_path))
-        .to_pyarrow_table(columns=["event_date", "detected_at"])
-        .to_pylist()
-    ):
-        day, moment = row["event_date"], _utc(row["detected_at"])
-        detected[day] = max(moment, detected.get(day, moment))
-    backfilled: dict[dt.date, dt.datetime] = {}
+    detected = (
+        read_table(spark, late_path).groupBy("event_date").agg(F.max("detected_at").alias("at"))
+    )
     if is_delta_table(backfills_path(settings)):
-        for row in DeltaTable(str(backfills_path(settings))).to_pyarrow_table().to_pylist():
-            if set(BACKFILL_LAYERS) <= set(row["layers"]):
-                day, moment = row["event_date"], _utc(row["completed_at"])
-                backfilled[day] = max(moment, backfilled.get(day, moment))
-    return sorted(day for day, moment in detected.items() if moment > backfilled.get(day, _EPOCH))
-
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-
-
-def _utc(moment: dt.datetime) -> dt.datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+        covering = F.forall(
+            F.array(*[F.lit(layer) for layer in BACKFILL_LAYERS]),
+            lambda layer: F.array_contains(F.col("layers"), layer),
+        )
+        backfilled = (
+            read_table(spark, backfills_path(settings))
+            .where(covering)
+            .groupBy("event_date")
+            .agg(F.max("completed_at").alias("done"))
+        )
+        detected = detected.join(backfilled, "event_date", "left").where(
+            F.col("done").isNull() | (F.col("at") > F.col("done"))
+        )
+    return sorted(row["event_date"] for row in detected.select("event_date").collect())
