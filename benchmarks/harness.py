@@ -25,7 +25,7 @@ from typing import Any
 import psutil
 
 from include.processes import process_tree
-from jobs.cli import LAYER_NAMES
+from jobs.catalog import LAYERS
 
 SAMPLE_SECONDS = 0.2
 RUN_ID = re.compile(r"\(run_id (\S+)\)")
@@ -34,7 +34,7 @@ LAKEHOUSE = [sys.executable, "-m", "jobs"]
 
 def seconds_by_layer(stages: Iterable[tuple[str, float]]) -> dict[str, float]:
     """Seconds of (stage, seconds) pairs summed per layer ("silver/clicks" is silver)."""
-    totals = dict.fromkeys(LAYER_NAMES, 0.0)
+    totals = dict.fromkeys(LAYERS, 0.0)
     for stage, seconds in stages:
         layer = stage.split("/")[0]
         if layer in totals:

@@ -4,10 +4,10 @@
   (with the sources' schemas) and writes Parquet. Run as its own process:
   `python -m benchmarks.references ceiling <data-root> <out-dir>`; it prints
   its figures as one JSON line.
-- What a single-machine user might run instead: DuckDB computing the three
-  gold tables from the landing files in one batch (same rules as the
-  contract: valid rows only, first copy of each event id, the attribution
-  window, sliding windows, user status at the final watermark).
+- What a single-machine user might run instead: DuckDB computing the gold
+  tables from the landing files in one batch (same rules, from the catalog:
+  valid rows only, first copy of each event id, the attribution window,
+  sliding windows, user status at the final watermark).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobs.contract import ACTIONS, SOURCES, USER_ACTIONS
+from jobs.catalog import ACTIONS, SOURCES
+from jobs.catalog import seconds as rule_seconds
 from jobs.transforms.landing import EARLIEST_EVENT_TIME, ISO_TIMESTAMP
 
 PARQUET = "(FORMAT parquet, COMPRESSION snappy)"
@@ -29,6 +30,7 @@ def spark_ceiling(root: Path, out: Path) -> dict[str, Any]:
     from include.landing import LANDING_FILES
     from include.settings import Settings
     from include.spark import get_spark
+    from jobs.schemas import event_schema
 
     settings = Settings.load(data_root=root)
     started = time.perf_counter()
@@ -38,7 +40,7 @@ def spark_ceiling(root: Path, out: Path) -> dict[str, Any]:
     began = time.perf_counter()
     for source in SOURCES.values():
         (
-            spark.read.schema(source.event_schema)
+            spark.read.schema(event_schema(source))
             .option("pathGlobFilter", LANDING_FILES)
             .json(str(settings.landing / source.name))
             .write.parquet(str(out / source.name))
@@ -74,7 +76,10 @@ def duckdb_gold(root: Path, out: Path) -> dict[str, Any]:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     actions = ", ".join(f"'{a}'" for a in ACTIONS)
-    delay = int(USER_ACTIONS.watermark.total_seconds())
+    delay = rule_seconds("user_actions_delay")
+    attribution, hour = rule_seconds("attribution_window"), rule_seconds("performance_window")
+    length, slide = rule_seconds("actions_window"), rule_seconds("actions_slide")
+    inactivity = rule_seconds("inactivity_timeout")
     started = time.perf_counter()
     db = duckdb.connect()
     db.execute("SET TimeZone = 'UTC'")
@@ -85,27 +90,28 @@ def duckdb_gold(root: Path, out: Path) -> dict[str, Any]:
         f"WHERE action IN ({actions})"
     )
     gold = {
-        "ad_performance_hourly": """
+        "ad_performance_hourly": f"""
             WITH per_impression AS (
-                SELECT time_bucket(INTERVAL 1 hour, i.event_time) AS window_start,
+                SELECT time_bucket(INTERVAL {hour} second, i.event_time) AS window_start,
                        i.impression_id, i.ad_id, i.campaign_id,
                        count(c.click_id) > 0 AS clicked
                 FROM impressions i LEFT JOIN clicks c
                   ON c.impression_id = i.impression_id
-                 AND c.event_time BETWEEN i.event_time AND i.event_time + INTERVAL 1 hour
+                 AND c.event_time BETWEEN i.event_time
+                                      AND i.event_time + INTERVAL {attribution} second
                 GROUP BY ALL)
-            SELECT window_start, window_start + INTERVAL 1 hour AS window_end, ad_id,
+            SELECT window_start, window_start + INTERVAL {hour} second AS window_end, ad_id,
                    campaign_id, count(*) AS impressions, sum(clicked::BIGINT) AS clicks,
                    sum(clicked::BIGINT) / count(*) AS ctr, window_start::DATE AS event_date
             FROM per_impression GROUP BY window_start, ad_id, campaign_id""",
-        "actions_10min": """
-            WITH windows AS (
-                SELECT time_bucket(INTERVAL 5 minute, event_time) AS window_start, action
-                FROM actions
-                UNION ALL
-                SELECT time_bucket(INTERVAL 5 minute, event_time) - INTERVAL 5 minute, action
-                FROM actions)
-            SELECT window_start, window_start + INTERVAL 10 minute AS window_end, action,
+        "actions_10min": f"""
+            WITH starts AS (
+                SELECT time_bucket(INTERVAL {slide} second, event_time) AS last_start, action
+                FROM actions),
+            windows AS (
+                SELECT last_start - INTERVAL ({slide} * k) second AS window_start, action
+                FROM starts, range({length} // {slide}) AS offsets(k))
+            SELECT window_start, window_start + INTERVAL {length} second AS window_end, action,
                    count(*) AS actions, window_start::DATE AS event_date
             FROM windows GROUP BY window_start, action""",
         "user_status": f"""
@@ -116,7 +122,7 @@ def duckdb_gold(root: Path, out: Path) -> dict[str, Any]:
             mark AS (SELECT max(event_time) - INTERVAL {delay} second AS watermark FROM actions)
             SELECT user_id,
                    CASE WHEN action = 'logout' THEN 'offline'
-                        WHEN event_time + INTERVAL 60 minute < watermark THEN 'inactive'
+                        WHEN event_time + INTERVAL {inactivity} second < watermark THEN 'inactive'
                         ELSE 'active' END AS status,
                    action AS last_action, event_time AS last_event_time
             FROM latest, mark""",

@@ -19,8 +19,9 @@ from pathlib import Path
 from benchmarks.harness import seconds_by_layer
 from include.settings import Settings
 from include.spark import get_spark
+from jobs.catalog import LAYERS
 from jobs.generate import GeneratorConfig, generate
-from jobs.pipeline import STAGES
+from jobs.pipeline import run_layer
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -32,7 +33,7 @@ def main(root: Path, increments: int, events: int) -> None:
         day = START + dt.timedelta(days=increment)
         generate(GeneratorConfig(events=events, seed=5000 + increment, start=day), settings.landing)
         started = time.perf_counter()
-        results = [result for _, stage in STAGES for result in stage(spark, settings)]
+        results = [result for layer in LAYERS for result in run_layer(spark, settings, layer)]
         line = {
             "increment": increment + 1,
             "seconds": round(time.perf_counter() - started, 2),

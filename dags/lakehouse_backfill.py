@@ -22,6 +22,7 @@ from typing import Any
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param, chain, task
 
 from include.orchestration import DEFAULT_ARGS, TAGS, WRITERS_POOL, lakehouse_submit
+from jobs.catalog import DERIVED_LAYERS
 
 with DAG(
     dag_id="lakehouse_backfill",
@@ -50,9 +51,9 @@ with DAG(
             description="Last event date (UTC), inclusive.",
         ),
         "layers": Param(
-            ["silver", "gold"],
+            list(DERIVED_LAYERS),
             type="array",
-            items={"type": "string", "enum": ["silver", "gold"]},
+            items={"type": "string", "enum": list(DERIVED_LAYERS)},
             minItems=1,
             uniqueItems=True,
             title="Layers",

@@ -27,6 +27,7 @@ from include.orchestration import (
     lakehouse_submit,
     layer_assets,
 )
+from jobs.catalog import LAYERS
 
 SCHEDULE = os.environ.get("LAKEHOUSE_INCREMENTAL_SCHEDULE", "*/15 * * * *")
 
@@ -43,7 +44,7 @@ with DAG(
     doc_md=__doc__,
 ):
     steps = []
-    for layer in ("bronze", "silver", "gold"):
+    for layer in LAYERS:
         steps.append(
             lakehouse_submit(
                 layer,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from include.settings import Settings
 from include.spark import submit_conf
+from jobs.catalog import bronze_tables, tables_in
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset
@@ -45,26 +46,12 @@ DEFAULT_ARGS: dict[str, Any] = {
     "max_retry_delay": dt.timedelta(minutes=10),
 }
 
-# The contract tables each layer's tasks write (CONTRACT.md sections 1 and 4);
-# tests check these against jobs.validate.LAYERS.
-LAYER_TABLES: dict[str, tuple[str, ...]] = {
-    "bronze": (
-        "bronze/impressions",
-        "bronze/clicks",
-        "bronze/user_actions",
-        "quarantine/impressions",
-        "quarantine/clicks",
-        "quarantine/user_actions",
-    ),
-    "silver": (
-        "silver/impressions",
-        "silver/clicks",
-        "silver/user_actions",
-        "silver/ad_attribution",
-        "silver/user_sessions",
-    ),
-    "gold": ("gold/ad_performance_hourly", "gold/actions_10min", "gold/user_status"),
-}
+
+def layer_tables(layer: str) -> tuple[str, ...]:
+    """The tables a layer's tasks write, from the catalog (bronze: per source, and quarantine)."""
+    if layer == "bronze":
+        return bronze_tables()
+    return tuple(table.id for table in tables_in(layer))
 
 
 def settings() -> Settings:
@@ -87,7 +74,7 @@ def layer_assets(layer: str) -> list[Asset]:
             group="lakehouse",
             extra={"format": "delta", "layer": layer},
         )
-        for table in LAYER_TABLES[layer]
+        for table in layer_tables(layer)
     ]
 
 

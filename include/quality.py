@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,8 +76,32 @@ class Suite:
         ]
 
 
-def load_suite(path: Path) -> Suite:
-    """Read and check one suite file; every problem names the file and the expectation."""
+# `${attribution_window}` in a suite: a business rule, filled in from the catalog.
+RULE_PARAMETER = re.compile(r"\$\{([a-z0-9_]+)\}")
+
+
+def _render(value: Any, parameters: Mapping[str, str], where: str) -> Any:
+    """`value` with every `${name}` in its strings replaced by `parameters[name]`."""
+    if isinstance(value, str):
+
+        def fill(match: re.Match[str]) -> str:
+            if match.group(1) not in parameters:
+                raise ValueError(f"{where}: unknown parameter ${{{match.group(1)}}}")
+            return parameters[match.group(1)]
+
+        return RULE_PARAMETER.sub(fill, value)
+    if isinstance(value, list):
+        return [_render(item, parameters, where) for item in value]
+    if isinstance(value, dict):
+        return {key: _render(item, parameters, where) for key, item in value.items()}
+    return value
+
+
+def load_suite(path: Path, parameters: Mapping[str, str] | None = None) -> Suite:
+    """Read and check one suite file; every problem names the file and the expectation.
+
+    `parameters` fill the `${name}` placeholders of the expectations' arguments.
+    """
     document = json.loads(path.read_text())
     layer, name = path.parent.name, path.stem
     if document.get("name") != f"{layer}.{name}":
@@ -89,12 +115,15 @@ def load_suite(path: Path) -> Suite:
             raise ValueError(f"{where}: severity must be one of {SEVERITIES}")
         if expectation.get("meta", {}).get("scope") not in SCOPES:
             raise ValueError(f"{where}: meta.scope must be one of {SCOPES}")
+        expectation["kwargs"] = _render(expectation.get("kwargs", {}), parameters or {}, where)
     return Suite(layer, name, tuple(expectations))
 
 
-def load_suites(directory: Path = EXPECTATIONS_DIR) -> dict[str, Suite]:
+def load_suites(
+    directory: Path = EXPECTATIONS_DIR, parameters: Mapping[str, str] | None = None
+) -> dict[str, Suite]:
     """Every suite under `directory`, keyed by table (`silver/impressions`)."""
-    suites = [load_suite(path) for path in sorted(directory.glob("*/*.json"))]
+    suites = [load_suite(path, parameters) for path in sorted(directory.glob("*/*.json"))]
     return {suite.table: suite for suite in suites}
 
 

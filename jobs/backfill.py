@@ -4,7 +4,7 @@ The same transforms as the streaming queries, run over bronze snapshots, with
 the closing rules applied to given watermarks:
 
 - `backfill`: each source's watermark is the largest event time in its whole
-  bronze table minus its delay (CONTRACT.md section 5), so a backfill of any
+  bronze table minus its delay (contract section 5), so a backfill of any
   range closes exactly what a backfill of everything closes. Each table's
   dates in the range are replaced in one atomic, conflict-checked Delta commit
   (`gold/user_status`, a current-state table, is replaced whole).
@@ -15,55 +15,31 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
 from include.delta import ensure_table, read_table, replace_dates, replace_range, replace_table
 from include.settings import Settings
-from jobs.contract import CLICKS, EVENT_DATE, EVENT_TIME, IMPRESSIONS, SOURCES, USER_ACTIONS
-from jobs.dates import BACKFILL_LAYERS, DateRange
+from jobs.catalog import DERIVED_LAYERS, EVENT_TIME, SOURCES, TABLES, Table, tables_in
+from jobs.dates import DateRange
 from jobs.late import record_backfill
 from jobs.progress import StageResult, timed
-from jobs.transforms.closing import ATTRIBUTION_US, close_unmatched_impressions, close_windows
-from jobs.transforms.gold import actions_per_window, ad_performance_hourly
-from jobs.transforms.silver import attribute_clicks, dedupe_events
-from jobs.transforms.user_state import sessionize_user_actions, track_user_status
+from jobs.tables import refuse_changed_rules, transform_of
+from jobs.transforms.closing import close
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-# Every silver and gold table, (layer, table), in the order the pipeline writes them.
-TABLES = [
-    ("silver", "impressions"),
-    ("silver", "clicks"),
-    ("silver", "user_actions"),
-    ("silver", "ad_attribution"),
-    ("silver", "user_sessions"),
-    ("gold", "ad_performance_hourly"),
-    ("gold", "actions_10min"),
-    ("gold", "user_status"),
-]
-
-
-@dataclass(frozen=True)
-class Watermarks:
-    """Watermark (epoch ms) of each query that closes rows, None if it saw no data."""
-
-    ad_attribution: int | None
-    user_sessions: int | None
-    ad_performance_hourly: int | None
-    actions_10min: int | None
-    user_status: int | None
-
+# Watermark (epoch ms) of each table's query that closes rows, None if it saw no data.
+Watermarks = dict[str, int | None]
 
 # Spark's watermark before a query has seen any data.
 NO_WATERMARK = 0
 
 
 def bronze_watermarks(spark: SparkSession, settings: Settings) -> Watermarks:
-    """Per source: largest bronze event time (ms, as Spark keeps it) minus the delay."""
+    """Per table: its sources' largest bronze event time (ms, as Spark keeps it) minus the delay."""
     source_ms: dict[str, int | None] = {}
     for name, spec in SOURCES.items():
         largest = (
@@ -74,43 +50,44 @@ def bronze_watermarks(spark: SparkSession, settings: Settings) -> Watermarks:
         micros = largest[0] if largest else None
         delay_ms = int(spec.watermark.total_seconds() * 1000)
         source_ms[name] = None if micros is None else micros // 1000 - delay_ms
-    # A query over both sources follows the slower one (Spark's "min" policy),
+    # A query over several sources follows the slowest (Spark's "min" policy),
     # counting only inputs that have seen data, as Spark's WatermarkTracker does.
-    seen = [ms for ms in (source_ms[IMPRESSIONS.name], source_ms[CLICKS.name]) if ms is not None]
-    joined = min(seen, default=None)
-    actions = source_ms[USER_ACTIONS.name]
-    return Watermarks(joined, actions, joined, actions, actions)
+    return {
+        table.id: min(
+            (ms for ms in (source_ms[s] for s in table.watermark_sources) if ms is not None),
+            default=None,
+        )
+        for table in TABLES
+    }
 
 
 def compute_tables(
     spark: SparkSession, settings: Settings, watermarks: Watermarks
 ) -> dict[str, DataFrame]:
-    """Every silver and gold table as the streaming queries would have finalised it."""
-    silver = {
-        name: read_table(spark, settings.table("bronze", name))
-        .transform(dedupe_events(spec))
-        .persist()
-        for name, spec in SOURCES.items()
-    }
-    attribution_ms = _or_no_watermark(watermarks.ad_attribution)
-    sessions_ms = _or_no_watermark(watermarks.user_sessions)
-    hourly_ms = _or_no_watermark(watermarks.ad_performance_hourly)
-    windows_ms = _or_no_watermark(watermarks.actions_10min)
-    status_ms = _or_no_watermark(watermarks.user_status)
+    """Every silver and gold table (by id) as the streaming queries would have finalised it.
 
-    attribution = attribute_clicks(silver[IMPRESSIONS.name], silver[CLICKS.name])
-    actions = silver[USER_ACTIONS.name]
-    # No need to close unmatched impressions first: every impression of a
-    # window closed at `watermark - 1 h` is itself closed.
-    hourly = ad_performance_hourly(attribution)
-    return {
-        **silver,
-        "ad_attribution": attribution.transform(close_unmatched_impressions(attribution_ms)),
-        "user_sessions": actions.transform(sessionize_user_actions(sessions_ms * 1000)),
-        "ad_performance_hourly": hourly.transform(close_windows(hourly_ms, ATTRIBUTION_US)),
-        "actions_10min": actions_per_window(actions).transform(close_windows(windows_ms)),
-        "user_status": actions.transform(track_user_status(status_ms * 1000)),
-    }
+    Each table's transform runs on its inputs as batch DataFrames: bronze
+    tables as read, silver and gold ones as computed here before closing
+    (what the streaming query reads is what the query before it wrote, and
+    the transforms only ever read tables whose rows are final when written).
+    """
+    computed: dict[str, DataFrame] = {}
+    closed: dict[str, DataFrame] = {}
+    feeds = {source for table in TABLES for source in table.inputs}
+    for table in TABLES:
+        inputs = [
+            read_table(spark, settings.table(*source.split("/")))
+            if source.startswith("bronze/")
+            else computed[source]
+            for source in table.inputs
+        ]
+        watermark_ms = _or_no_watermark(watermarks.get(table.id))
+        frame = transform_of(table, watermark_ms)(*inputs)
+        if table.id in feeds:
+            frame = frame.persist()
+        computed[table.id] = frame
+        closed[table.id] = frame.transform(close(table.closing, watermark_ms))
+    return closed
 
 
 def _or_no_watermark(watermark_ms: int | None) -> int:
@@ -121,60 +98,74 @@ def _or_no_watermark(watermark_ms: int | None) -> int:
 Dates = DateRange | Sequence[dt.date]
 
 
-def in_range(frame: DataFrame, dates: Dates) -> DataFrame:
+def in_range(frame: DataFrame, dates: Dates, column: str) -> DataFrame:
     if isinstance(dates, DateRange):
-        return frame.where(F.col(EVENT_DATE).between(F.lit(dates.start), F.lit(dates.end)))
-    return frame.where(F.col(EVENT_DATE).isin(sorted(dates)))
+        return frame.where(F.col(column).between(F.lit(dates.start), F.lit(dates.end)))
+    return frame.where(F.col(column).isin(sorted(dates)))
 
 
 def write_range(
-    tables: dict[str, DataFrame],
+    frames: dict[str, DataFrame],
     settings: Settings,
     dates: Dates,
     layout: Settings | None = None,
-    layers: Sequence[str] = BACKFILL_LAYERS,
+    tables: Sequence[Table] = TABLES,
+    new_schema: bool = False,
 ) -> list[StageResult]:
-    """Replace the range in every table of the layers (under `layout`'s data root if given)."""
+    """Replace the range in each of `tables` (under `layout`'s data root if given).
+
+    `new_schema`: a table whose columns changed in the catalog is replaced
+    whole, with its new schema (`lakehouse migrate` recomputes every date).
+    """
     target = layout or settings
     results = []
-    for layer, name in TABLES:
-        if layer not in layers:
-            continue
-        result = StageResult(f"{layer}/{name}")
+    for table in tables:
+        result = StageResult(table.id)
         with timed(result):
-            path = target.table(layer, name)
-            frame = tables[name]
-            dated = EVENT_DATE in frame.columns
-            ensure_table(frame.sparkSession, path, frame.schema, [EVENT_DATE] if dated else [])
-            if not dated:
-                rows = replace_table(frame, path)
-            elif isinstance(dates, DateRange):
-                rows = replace_range(
-                    in_range(frame, dates), path, EVENT_DATE, dates.start, dates.end
-                )
-            else:
-                rows = replace_dates(in_range(frame, dates), path, EVENT_DATE, dates)
-        result.rows_out = {name: rows}
+            rows = _replace(frames[table.id], table, target, dates, new_schema)
+            result.rows_out = {table.name: rows}
         results.append(result)
     return results
+
+
+def _replace(
+    frame: DataFrame, table: Table, target: Settings, dates: Dates, new_schema: bool
+) -> int:
+    path = target.table(table.layer, table.name)
+    column = table.date_column
+    ensure_table(frame.sparkSession, path, frame.schema, list(table.partition_by))
+    if new_schema and read_table(frame.sparkSession, path).schema != frame.schema:
+        return replace_table(frame, path, overwrite_schema=True)
+    if column is None:
+        return replace_table(frame, path)
+    if isinstance(dates, DateRange):
+        return replace_range(in_range(frame, dates, column), path, column, dates.start, dates.end)
+    return replace_dates(in_range(frame, dates, column), path, column, dates)
 
 
 def run_backfill(
     spark: SparkSession,
     settings: Settings,
     dates: Dates,
-    layers: Sequence[str] = BACKFILL_LAYERS,
+    layers: Sequence[str] = DERIVED_LAYERS,
+    tables: Sequence[Table] | None = None,
+    new_schema: bool = False,
 ) -> list[StageResult]:
-    """Recompute the layers' tables for the dates; gold comes from bronze, like silver.
+    """Recompute the layers' tables (or the given `tables`) for the dates.
 
-    The dates recomputed are recorded in `_meta/backfills` (`jobs.late`): for a
-    range, the dates in it that bronze holds.
+    Gold comes from bronze, like silver. The dates of whole layers recomputed
+    are recorded in `_meta/backfills` (`jobs.late`): for a range, the dates
+    in it that bronze holds.
     """
+    chosen = list(tables) if tables is not None else [t for t in TABLES if t.layer in layers]
+    # Rows with the catalog's new rules beside a stream's old ones: `migrate` first.
+    refuse_changed_rules(settings, {table.layer for table in chosen})
     watermarks = bronze_watermarks(spark, settings)
-    results = write_range(
-        compute_tables(spark, settings, watermarks), settings, dates, None, layers
-    )
-    record_backfill(spark, settings, bronze_dates_in(spark, settings, dates), layers)
+    frames = compute_tables(spark, settings, watermarks)
+    results = write_range(frames, settings, dates, None, chosen, new_schema)
+    whole = [layer for layer in DERIVED_LAYERS if set(tables_in(layer)) <= set(chosen)]
+    if whole:
+        record_backfill(spark, settings, bronze_dates_in(spark, settings, dates), whole)
     return results
 
 

@@ -44,8 +44,9 @@ from include.landing import (
     unreadable_files,
 )
 from include.settings import Settings
-from jobs.contract import QUARANTINE_SCHEMA, SOURCES, SourceSpec
+from jobs.catalog import SOURCES, Source
 from jobs.progress import StageResult
+from jobs.schemas import QUARANTINE_SCHEMA, bronze_schema
 from jobs.streaming import run_available_now
 from jobs.transforms.landing import parse_landing_lines
 
@@ -71,7 +72,7 @@ def ledger_path(settings: Settings) -> Path:
 def record_lines_read(
     spark: SparkSession,
     settings: Settings,
-    source: SourceSpec,
+    source: Source,
     query_id: str,
     batch_id: int,
     lines_read: int,
@@ -94,7 +95,7 @@ def manifests_folder(settings: Settings, source: str) -> Path:
     return settings.checkpoint("landing_manifests", source)
 
 
-def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpec) -> StageResult:
+def run_bronze_source(spark: SparkSession, settings: Settings, source: Source) -> StageResult:
     query = f"bronze/{source.name}"
     checkpoint = settings.checkpoint("bronze", source.name)
     folder = settings.landing / source.name
@@ -103,7 +104,7 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: SourceSpe
     refuse_a_checkpoint_of_landing_paths(checkpoint, query, manifests)
     scan = scan_landing(folder, manifests, settings.data_root)
     bronze = StreamSink(
-        spark, settings.table("bronze", source.name), source.bronze_schema, checkpoint
+        spark, settings.table("bronze", source.name), bronze_schema(source), checkpoint
     )
     quarantine = StreamSink(
         spark, settings.table("quarantine", source.name), QUARANTINE_SCHEMA, checkpoint
@@ -187,7 +188,7 @@ def refuse_a_checkpoint_of_landing_paths(checkpoint: Path, query: str, manifests
 def parsed_lines(
     spark: SparkSession,
     settings: Settings,
-    source: SourceSpec,
+    source: Source,
     uris: list[str],
     ingested_at_us: int,
 ) -> DataFrame:

@@ -18,13 +18,10 @@ from typing import TYPE_CHECKING
 from include.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_USAGE, LakehouseError
 from include.locks import writer_lock
 from include.settings import Settings
-from jobs.dates import BACKFILL_LAYERS
+from jobs.catalog import DERIVED_LAYERS, LAYERS
 
 if TYPE_CHECKING:
     from jobs.pipeline import RunOutcome
-
-# The layers in run order (jobs.pipeline.STAGES; not imported here to keep --help fast).
-LAYER_NAMES = ("bronze", "silver", "gold")
 
 EPILOG = """\
 data root: --data-root, else $LAKEHOUSE_DATA_ROOT, else ./data
@@ -118,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--layer",
         action="append",
-        choices=LAYER_NAMES,
+        choices=LAYERS,
         help="only this layer's queries and checks (repeatable; default: all, in order). "
         "Airflow runs one layer per task.",
     )
@@ -137,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument(
         "--layer",
         action="append",
-        choices=LAYER_NAMES,
+        choices=LAYERS,
         help="only this layer (repeatable; default: all, in order)",
     )
     validate.add_argument(
@@ -218,11 +215,22 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument(
         "--layer",
         action="append",
-        choices=LAYER_NAMES,
+        choices=LAYERS,
         required=True,
         help="the layer to recover (repeatable)",
     )
     recover.add_argument("--spark-master", help="Spark master URL")
+    migrate = commands.add_parser(
+        "migrate",
+        parents=[common],
+        help="move the lakehouse over to changed rules or columns in the catalog",
+        description="After a rule or a table's columns changed in jobs/catalog.py, `run` "
+        "refuses the streams started with the old values. This gives those tables, and every "
+        "table computed from them, new checkpoints and recomputes them by backfill over every "
+        "date in bronze; the next `run` goes on from there. Does nothing when nothing changed. "
+        "See docs/operations.md, 'Changing a rule'.",
+    )
+    migrate.add_argument("--spark-master", help="Spark master URL")
     backfill = commands.choices["backfill"]
     backfill.add_argument(
         "--pending",
@@ -233,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument(
         "--layer",
         action="append",
-        choices=BACKFILL_LAYERS,
+        choices=DERIVED_LAYERS,
         help="only this layer's tables (repeatable; default: silver and gold)",
     )
     return parser
@@ -300,7 +308,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     spark = get_spark(settings, app_name="lakehouse-run")
     startup = time.perf_counter() - started
     print(f"spark {spark.version} master={spark.sparkContext.master} ({startup:.1f} s)")
-    layers = in_order(args.layer, LAYER_NAMES)
+    layers = in_order(args.layer, LAYERS)
     outcome = run_pipeline(spark, settings, new_run_id(), echo=_echo, layers=layers)
     print(f"run {outcome.status} in {time.perf_counter() - started:.1f} s")
     print(f"tables:      {settings.lakehouse}/{{bronze,quarantine,silver,gold}}/<table>")
@@ -318,7 +326,7 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
 
     quality.preload()
     spark = get_spark(settings, app_name="lakehouse-validate", streaming=False)
-    layers = in_order(args.layer, LAYER_NAMES)
+    layers = in_order(args.layer, LAYERS)
     outcome = validate_tables(spark, settings, layers, echo=_echo, whole_table=not args.new_rows)
     print(f"validate {outcome.status} in {outcome.seconds:.1f} s")
     print(f"report:      {outcome.report}")
@@ -358,7 +366,7 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
         print(f"backfill --pending: {len(pending)} date(s): {', '.join(map(str, pending))}")
     dates: Dates = pending if chosen is None else chosen
     started = time.perf_counter()
-    layers = in_order(args.layer, BACKFILL_LAYERS)
+    layers = in_order(args.layer, DERIVED_LAYERS)
     for result in run_backfill(spark, settings, dates, layers):
         print(result.summary(), flush=True)
     span = f"{dates.start}..{dates.end}" if isinstance(dates, DateRange) else "--pending"
@@ -403,10 +411,30 @@ def cmd_recover(args: argparse.Namespace, settings: Settings) -> int:
     from jobs.recovery import recover_layer
 
     spark = get_spark(settings, app_name="lakehouse-recover", streaming=False)
-    for layer in in_order(args.layer, LAYER_NAMES):
+    for layer in in_order(args.layer, LAYERS):
         retired = recover_layer(spark, settings, layer, echo=_echo)
         print(f"recovered {layer}: old checkpoints kept in {retired}")
     print("next: `lakehouse run` restarts the streams from the new checkpoints")
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
+    from jobs.tables import fingerprint_changes, tables_to_migrate
+
+    tables = tables_to_migrate(settings)
+    if not tables:
+        print("nothing to migrate: every stream runs with the catalog's rules and columns")
+        return 0
+    for table in tables:
+        changes = fingerprint_changes(settings, table) or ["computed from a changed table"]
+        print(f"{table.id}: {'; '.join(changes)}")
+    from include.spark import get_spark
+    from jobs.recovery import recover_tables
+
+    spark = get_spark(settings, app_name="lakehouse-migrate", streaming=False)
+    retired = recover_tables(spark, settings, tables, echo=_echo)
+    print(f"migrated {len(tables)} table(s): old checkpoints kept in {retired}")
+    print("next: `lakehouse run` restarts their streams with the new rules")
     return 0
 
 
@@ -432,11 +460,12 @@ COMMANDS = {
     "validate": cmd_validate,
     "maintain": cmd_maintain,
     "recover": cmd_recover,
+    "migrate": cmd_migrate,
 }
 
 
 # Commands that write lakehouse tables or checkpoints: one at a time per data root.
-WRITERS = frozenset({"run", "backfill", "maintain", "recover"})
+WRITERS = frozenset({"run", "backfill", "maintain", "recover", "migrate"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

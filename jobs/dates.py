@@ -11,7 +11,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-BACKFILL_LAYERS = ("silver", "gold")
+from jobs.catalog import DERIVED_LAYERS
 
 
 @dataclass(frozen=True)
@@ -104,12 +104,12 @@ def backfill_request(
         raise ValueError("give both a start and an end date, or neither")
     else:
         dates = DateRange(parse_date(start, "start"), parse_date(end, "end"))
-    chosen = tuple(layers) if layers is not None else BACKFILL_LAYERS
-    unknown = sorted(set(chosen) - set(BACKFILL_LAYERS))
+    chosen = tuple(layers) if layers is not None else DERIVED_LAYERS
+    unknown = sorted(set(chosen) - set(DERIVED_LAYERS))
     if unknown or not chosen:
-        raise ValueError(f"layers: choose from {', '.join(BACKFILL_LAYERS)}, got {list(chosen)}")
+        raise ValueError(f"layers: choose from {', '.join(DERIVED_LAYERS)}, got {list(chosen)}")
     return BackfillRequest(
         dates,
-        tuple(layer for layer in BACKFILL_LAYERS if layer in chosen),
+        tuple(layer for layer in DERIVED_LAYERS if layer in chosen),
         pending=scheduled and start is None and end is None,
     )

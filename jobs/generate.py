@@ -3,11 +3,11 @@
 Deterministic: the same arguments give byte-identical files. What it makes:
 
 - `events` distinct events over `days` days from `start`: impressions (55%),
-  clicks on about 4% of impressions (most within minutes; 8% after more than
-  an hour, so they match no impression), the rest user actions in sessions
-  (login, views, clicks, purchases; 60% end with logout; 5% of gaps exceed 30
-  minutes). Timestamps are UTC `Z` with milliseconds, 10% written with a
-  `+02:00` offset.
+  clicks on about 4% of impressions (most within minutes; 8% after the
+  attribution window, so they match no impression), the rest user actions in
+  sessions (login, views, clicks, purchases; 60% end with logout; 5% of gaps
+  exceed the session gap). The rules come from the catalog. Timestamps are
+  UTC `Z` with milliseconds, 10% written with a `+02:00` offset.
 - Arrival: every event arrives 0-30 s after it happened. Rates, each a
   fraction of events and adjustable by flag:
   - out_of_order_rate (10%): arrives up to half the source's watermark late,
@@ -34,7 +34,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.contract import ACTIONS, SOURCES
+from jobs.catalog import ACTIONS, SOURCES, seconds
 
 UTC = dt.UTC
 MINUTE_MS = 60_000
@@ -125,7 +125,7 @@ class _Generator:
 
     def _emit(self, source: str, event_ms: int, values: dict[str, str]) -> None:
         cfg, rng = self.config, self.rng
-        watermark_ms = int(SOURCES[source].watermark.total_seconds() * 1000)
+        watermark_ms = seconds(SOURCES[source].delay_rule) * 1000
         arrival = event_ms + rng.randint(0, 30_000)
         roll = rng.random()
         if roll < cfg.late_rate:
@@ -151,6 +151,7 @@ class _Generator:
 
     def impressions_and_clicks(self, count: int) -> None:
         rng = self.rng
+        window_ms = seconds("attribution_window") * 1000
         for _ in range(count):
             t = self._random_time()
             ad = rng.choice(self.ads)
@@ -169,9 +170,9 @@ class _Generator:
             )
             if rng.random() < 0.04:
                 if rng.random() < 0.08:
-                    delay = rng.randint(61 * MINUTE_MS, 120 * MINUTE_MS)
+                    delay = rng.randint(window_ms + MINUTE_MS, 2 * window_ms)
                 else:
-                    delay = min(int(rng.expovariate(1 / (4 * MINUTE_MS))), 59 * MINUTE_MS)
+                    delay = min(int(rng.expovariate(1 / (4 * MINUTE_MS))), window_ms - MINUTE_MS)
                 self._emit(
                     "clicks",
                     t + delay,
@@ -185,6 +186,7 @@ class _Generator:
 
     def user_actions(self, count: int) -> None:
         rng = self.rng
+        gap_minutes = seconds("session_gap") / 60
         remaining = count
         while remaining > 0:
             length = min(remaining, 1 + int(rng.expovariate(1 / 6)))
@@ -202,7 +204,11 @@ class _Generator:
                     t,
                     {"event_id": self._id("evt"), "user_id": user, "action": action},
                 )
-                gap = rng.uniform(31, 90) if rng.random() < 0.05 else rng.expovariate(1 / 2)
+                gap = (
+                    rng.uniform(gap_minutes + 1, 3 * gap_minutes)
+                    if rng.random() < 0.05
+                    else rng.expovariate(1 / 2)
+                )
                 t += int(gap * MINUTE_MS)
             remaining -= length
 

@@ -30,8 +30,7 @@ from pyspark.sql import types as T
 
 from include.delta import append_rows, is_delta_table, read_added_since, read_table
 from include.settings import Settings
-from jobs.contract import EVENT_TIME
-from jobs.dates import BACKFILL_LAYERS
+from jobs.catalog import DERIVED_LAYERS, EVENT_TIME
 from jobs.progress import StageResult
 
 if TYPE_CHECKING:
@@ -140,7 +139,7 @@ def pending_dates(spark: SparkSession, settings: Settings) -> list[dt.date]:
     )
     if is_delta_table(backfills_path(settings)):
         covering = F.forall(
-            F.array(*[F.lit(layer) for layer in BACKFILL_LAYERS]),
+            F.array(*[F.lit(layer) for layer in DERIVED_LAYERS]),
             lambda layer: F.array_contains(F.col("layers"), layer),
         )
         backfilled = (

@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from include.checkpoints import read_sidecar, unread_versions
 from include.delta import is_delta_table
 from include.delta.maintenance import TableMaintenance, compact_and_vacuum
 from include.settings import Settings
-from jobs.backfill import TABLES
+from jobs.streaming import unread_inputs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -57,16 +56,10 @@ def delta_tables(settings: Settings) -> Iterator[tuple[str, Path]]:
 def streams_behind_on(settings: Settings) -> dict[Path, list[str]]:
     """Per table: the streams that still have commits of it to read, as `query (n commits)`."""
     behind: dict[Path, list[str]] = {}
-    for layer, name in TABLES:
-        query = f"{layer}/{name}"
-        checkpoint = settings.checkpoint(layer, name)
-        sidecar = read_sidecar(checkpoint)
-        read = sidecar.get("read_versions") or sidecar.get("starting_versions") or {}
-        sources = [Path(table) for table in read]
-        for table, versions in unread_versions(checkpoint, query, sources).items():
-            behind.setdefault(table.resolve(), []).append(
-                f"{query} ({len(versions)} commit(s) unread)"
-            )
+    for query, source, versions in unread_inputs(settings):
+        behind.setdefault(source.resolve(), []).append(
+            f"{query.id} ({len(versions)} commit(s) unread)"
+        )
     return behind
 
 

@@ -21,14 +21,8 @@ from typing import TYPE_CHECKING
 
 from include.delta import read_table
 from include.settings import Settings
-from jobs.backfill import (
-    TABLES,
-    Watermarks,
-    compute_tables,
-    in_range,
-    write_range,
-)
-from jobs.contract import EVENT_DATE
+from jobs.backfill import compute_tables, in_range, write_range
+from jobs.catalog import TABLES
 from jobs.dates import DateRange
 
 if TYPE_CHECKING:
@@ -66,20 +60,17 @@ class TableParity:
         )
 
 
-def _rows(frame: DataFrame, dates: DateRange) -> DataFrame:
-    return in_range(frame, dates) if EVENT_DATE in frame.columns else frame
+def _rows(frame: DataFrame, dates: DateRange, column: str | None) -> DataFrame:
+    return frame if column is None else in_range(frame, dates, column)
 
 
 def run_parity(
     spark: SparkSession, settings: Settings, dates: DateRange
 ) -> tuple[list[TableParity], Path]:
-    watermarks = Watermarks(
-        **{
-            name: streaming_watermark(settings.checkpoint(layer, name))
-            for layer, name in TABLES
-            if name in Watermarks.__dataclass_fields__
-        }
-    )
+    watermarks = {
+        table.id: streaming_watermark(settings.checkpoint(table.layer, table.name))
+        for table in TABLES
+    }
     # Unique per run: two parity tasks may start in the same second.
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
     scratch = dataclasses.replace(
@@ -88,12 +79,16 @@ def run_parity(
     write_range(compute_tables(spark, settings, watermarks), settings, dates, layout=scratch)
 
     results = []
-    for layer, name in TABLES:
-        live = _rows(read_table(spark, settings.table(layer, name)), dates)
-        batch = _rows(read_table(spark, scratch.table(layer, name)), dates)
+    for table in TABLES:
+        live = _rows(
+            read_table(spark, settings.table(table.layer, table.name)), dates, table.date_column
+        )
+        batch = _rows(
+            read_table(spark, scratch.table(table.layer, table.name)), dates, table.date_column
+        )
         results.append(
             TableParity(
-                table=f"{layer}/{name}",
+                table=table.id,
                 live_rows=live.count(),
                 batch_rows=batch.count(),
                 missing_from_live=batch.exceptAll(live).count(),

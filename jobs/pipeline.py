@@ -27,14 +27,13 @@ from include.delta import is_delta_table, latest_version, read_added_since
 from include.quality import QualityGate
 from include.settings import Settings
 from jobs.bronze import run_bronze
-from jobs.contract import SOURCES
-from jobs.gold import run_gold
+from jobs.catalog import LAYERS, SOURCES
 from jobs.monitoring import record_progress
 from jobs.progress import StageResult
-from jobs.silver import run_silver
+from jobs.tables import refuse_changed_rules, run_tables
 from jobs.transforms.landing import reason_class
 from jobs.validate import (
-    LAYERS,
+    LAYER_CHECKS,
     RECONCILIATION,
     LayerCheck,
     LayerValidation,
@@ -46,13 +45,12 @@ from jobs.validate import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-Stage = Callable[["SparkSession", Settings], Iterator[StageResult]]
-STAGES: tuple[tuple[str, Stage], ...] = (
-    ("bronze", run_bronze),
-    ("silver", run_silver),
-    ("gold", run_gold),
-)
-LAYER_ORDER = tuple(layer for layer, _ in STAGES)
+
+def run_layer(spark: SparkSession, settings: Settings, layer: str) -> Iterator[StageResult]:
+    """The queries of one layer: bronze per source, then the catalog's tables."""
+    if layer == "bronze":
+        return run_bronze(spark, settings)
+    return run_tables(spark, settings, layer)
 
 
 def new_run_id(kind: str = "run") -> str:
@@ -86,7 +84,7 @@ class RunOutcome:
         later = list(self.layers[self.layers.index(self.blocked_at) + 1 :])
         rest = [
             table
-            for table in LAYERS[self.blocked_at]
+            for table in LAYER_CHECKS[self.blocked_at]
             if table not in ran
             and table.split("/")[0] == self.blocked_at
             and table != RECONCILIATION
@@ -156,27 +154,26 @@ def run_pipeline(
     settings: Settings,
     run_id: str,
     echo: Callable[[str], None] = print,
-    layers: Sequence[str] = LAYER_ORDER,
+    layers: Sequence[str] = LAYERS,
 ) -> RunOutcome:
     """Run every query of the given layers, each followed by its tables' checks.
 
     Stops at a blocking failure. Airflow runs one layer per task; `lakehouse
     run` runs them all.
     """
-    unknown = set(layers) - set(LAYER_ORDER)
+    unknown = set(layers) - set(LAYERS)
     if unknown:
         raise ValueError(f"unknown layers: {', '.join(sorted(unknown))}")
     gate = QualityGate(settings.reports / "data_docs")
     quarantine_before = {s: _version(settings.table("quarantine", s)) for s in SOURCES}
     run = RunOutcome(run_id, "run", dt.datetime.now(dt.UTC), layers=tuple(layers))
     with reported(settings, run) as outcome:
+        refuse_changed_rules(settings, layers)
         baselines = last_passed_versions(spark, settings)
-        for layer, stage in STAGES:
-            if layer not in layers:
-                continue
+        for layer in (layer for layer in LAYERS if layer in layers):
             validation = LayerValidation(spark, settings, gate, layer, run_id, baselines)
             outcome.checks.append(validation.result)
-            for result in stage(spark, settings):
+            for result in run_layer(spark, settings, layer):
                 record_progress(spark, settings, run_id, result.stage, result.progress)
                 outcome.stages.append(result)
                 echo(result.summary())

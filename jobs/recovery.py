@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,16 +33,17 @@ from include.checkpoints import (
     RETIRED,
     read_position,
     read_sidecar,
-    unread_versions,
     write_sidecar,
 )
 from include.delta import append_rows, is_delta_table, read_table
 from include.delta.log import streams_that_wrote
 from include.settings import Settings
-from jobs.backfill import TABLES, run_backfill
+from jobs.backfill import run_backfill
 from jobs.bronze import LEDGER_SCHEMA, ledger_path
-from jobs.contract import EVENT_TIME, SOURCES
+from jobs.catalog import EVENT_TIME, SOURCES, TABLES, Table, tables_in
 from jobs.dates import DateRange
+from jobs.streaming import read_sources, unread_inputs
+from jobs.tables import FINGERPRINT, fingerprint
 from jobs.validate import reconciliation_frame
 
 if TYPE_CHECKING:
@@ -54,24 +55,24 @@ def streams_behind(settings: Settings) -> list[str]:
     if not any(is_delta_table(settings.table("bronze", s)) for s in SOURCES):
         return []
     behind = []
-    for layer, table in TABLES:
-        query = f"{layer}/{table}"
-        checkpoint = settings.checkpoint(layer, table)
-        position = read_position(checkpoint, query)
+    waiting = set()
+    for table in TABLES:
+        checkpoint = settings.checkpoint(table.layer, table.name)
+        position = read_position(checkpoint, table.id)
         sidecar = read_sidecar(checkpoint)
         if position is None and not sidecar.get("starting_versions"):
-            behind.append(f"{query}: its stream has never run")
+            behind.append(f"{table.id}: its stream has never run")
+        elif position is not None and position.planned != position.completed:
+            behind.append(f"{table.id}: micro-batch {position.planned} was started, not finished")
+        elif not read_sources(settings, table):
+            behind.append(f"{table.id}: its checkpoint does not say what it has read (run it once)")
+        else:
             continue
-        if position is not None and position.planned != position.completed:
-            behind.append(f"{query}: micro-batch {position.planned} was started, not finished")
-            continue
-        read = sidecar.get("read_versions") or sidecar.get("starting_versions") or {}
-        sources = [Path(table) for table in read]
-        if not sources:
-            behind.append(f"{query}: its checkpoint does not say what it has read (run it once)")
-        for source, versions in unread_versions(checkpoint, query, sources).items():
+        waiting.add(table.id)
+    for table, source, versions in unread_inputs(settings):
+        if table.id not in waiting:
             name = source.relative_to(settings.lakehouse)
-            behind.append(f"{query}: {len(versions)} commit(s) of {name} not read yet")
+            behind.append(f"{table.id}: {len(versions)} commit(s) of {name} not read yet")
     return behind
 
 
@@ -92,55 +93,90 @@ def bronze_dates(spark: SparkSession, settings: Settings) -> DateRange | None:
     return DateRange(min(days), max(days)) if days else None
 
 
-def layer_queries(layer: str) -> list[str]:
-    if layer == "bronze":
-        return list(SOURCES)
-    return [table for table_layer, table in TABLES if table_layer == layer]
-
-
 def recover_layer(
     spark: SparkSession, settings: Settings, layer: str, echo: Callable[[str], None] = print
 ) -> Path:
     """Retire the layer's checkpoints and restart its streams without loss or duplicates."""
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+    if layer != "bronze":
+        return recover_tables(spark, settings, list(tables_in(layer)), echo)
+    stamp = _stamp()
     retired = settings.checkpoints / RETIRED / stamp / layer
     retired_ids: dict[str, list[str]] = {}
-    for query in layer_queries(layer):
-        checkpoint = settings.checkpoint(layer, query)
-        tables = [settings.table(layer, query)]
-        if layer == "bronze":
-            tables.append(settings.table("quarantine", query))
-        retired_ids[query] = sorted(set().union(*(streams_that_wrote(t) for t in tables)))
-        if checkpoint.exists():
-            retired.mkdir(parents=True, exist_ok=True)
-            shutil.move(checkpoint, retired / query)
-            echo(f"{layer}/{query}: checkpoint moved to {retired / query}")
-
-    if layer == "bronze":
-        restate_ledger(spark, settings, f"recover-{stamp}", echo)
-    dates = bronze_dates(spark, settings) if layer != "bronze" else None
-    if dates is not None:
-        for result in run_backfill(spark, settings, dates, [layer]):
-            echo(f"rebuilt by backfill {dates.start}..{dates.end}: {result.summary()}")
-
-    created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    for query in layer_queries(layer):
-        sidecar: dict[str, object] = {
-            "query": f"{layer}/{query}",
+    for source in SOURCES:
+        tables = [settings.table(layer, source), settings.table("quarantine", source)]
+        retired_ids[source] = sorted(set().union(*(streams_that_wrote(t) for t in tables)))
+        _retire(settings.checkpoint(layer, source), retired / source, f"{layer}/{source}", echo)
+    restate_ledger(spark, settings, f"recover-{stamp}", echo)
+    created = _now()
+    for source in SOURCES:
+        checkpoint = settings.checkpoint(layer, source)
+        sidecar = {
+            "query": f"{layer}/{source}",
             "created": created,
-            "recovered_from": str(retired / query),
-            "retired_query_ids": retired_ids[query],
-        }
-        if layer == "bronze":
-            sidecar["skip_files"] = {
-                table: _files_in(spark, settings.table(table, query))
+            "recovered_from": str(retired / source),
+            "retired_query_ids": retired_ids[source],
+            "skip_files": {
+                table: _files_in(spark, settings.table(table, source))
                 for table in ("bronze", "quarantine")
-            }
-        else:
-            sidecar[REBUILT_BY_BACKFILL] = True
-        write_sidecar(settings.checkpoint(layer, query), sidecar)
-        echo(f"{layer}/{query}: new checkpoint {settings.checkpoint(layer, query)}")
+            },
+        }
+        write_sidecar(checkpoint, sidecar)
+        echo(f"{layer}/{source}: new checkpoint {checkpoint}")
     return retired
+
+
+def recover_tables(
+    spark: SparkSession,
+    settings: Settings,
+    tables: Sequence[Table],
+    echo: Callable[[str], None] = print,
+) -> Path:
+    """Retire the tables' checkpoints, rebuild the tables by backfill from bronze, restart them.
+
+    `recover --layer` does it for a layer's tables, `migrate` for the tables
+    whose rules changed and those computed from them. The new checkpoints
+    record the catalog's rules and columns.
+    """
+    retired = settings.checkpoints / RETIRED / _stamp()
+    retired_ids: dict[str, list[str]] = {}
+    for table in tables:
+        path = settings.table(table.layer, table.name)
+        retired_ids[table.id] = sorted(streams_that_wrote(path))
+        target = retired / table.layer / table.name
+        _retire(settings.checkpoint(table.layer, table.name), target, table.id, echo)
+    dates = bronze_dates(spark, settings)
+    if dates is not None:
+        for result in run_backfill(spark, settings, dates, tables=tables, new_schema=True):
+            echo(f"rebuilt by backfill {dates.start}..{dates.end}: {result.summary()}")
+    created = _now()
+    for table in tables:
+        checkpoint = settings.checkpoint(table.layer, table.name)
+        sidecar = {
+            "query": table.id,
+            "created": created,
+            "recovered_from": str(retired / table.layer / table.name),
+            "retired_query_ids": retired_ids[table.id],
+            REBUILT_BY_BACKFILL: True,
+            FINGERPRINT: fingerprint(table),
+        }
+        write_sidecar(checkpoint, sidecar)
+        echo(f"{table.id}: new checkpoint {checkpoint}")
+    return retired
+
+
+def _stamp() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _retire(checkpoint: Path, target: Path, query: str, echo: Callable[[str], None]) -> None:
+    if checkpoint.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(checkpoint, target)
+        echo(f"{query}: checkpoint moved to {target}")
 
 
 def restate_ledger(

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from include.checkpoints import caught_up, explain_failure, guard, latest_versions, record_read
+from include.checkpoints import (
+    caught_up,
+    explain_failure,
+    guard,
+    latest_versions,
+    read_sidecar,
+    record_read,
+    unread_versions,
+)
+from include.settings import Settings
+from jobs.catalog import TABLES, Table
 from jobs.progress import StageResult, timed
 
 if TYPE_CHECKING:
@@ -82,3 +92,19 @@ def run_available_now(
         after_run(result)
     record_read(checkpoint, versions, latest_versions(tables))
     return result
+
+
+def read_sources(settings: Settings, table: Table) -> list[Path]:
+    """The Delta tables the table's stream has recorded reading (its sidecar)."""
+    sidecar = read_sidecar(settings.checkpoint(table.layer, table.name))
+    read = sidecar.get("read_versions") or sidecar.get("starting_versions") or {}
+    return [Path(path) for path in read]
+
+
+def unread_inputs(settings: Settings) -> Iterator[tuple[Table, Path, list[int]]]:
+    """Per silver and gold stream: each input table with commits it has not read yet."""
+    for table in TABLES:
+        checkpoint = settings.checkpoint(table.layer, table.name)
+        sources = read_sources(settings, table)
+        for source, versions in unread_versions(checkpoint, table.id, sources).items():
+            yield table, source, versions

@@ -11,12 +11,12 @@ see include/quality.py) right after the query that wrote it
   cannot slip through because a later run did not write them. `lakehouse
   validate` runs them on the whole table.
 - `partitions` expectations relate rows to each other (uniqueness of keys)
-  and run on every row of the `event_date` partitions the new rows went to:
+  and run on every row of the date partitions the new rows went to:
   a run's cost then follows its increment, not the table's history. They are
   exact for keys that fix the row's date (a window, a session, an
   impression's rows); for event ids they cover redeliveries, which carry the
   same event time. `lakehouse validate` runs them on the whole table; a table
-  without `event_date` is always checked whole.
+  without a date column is always checked whole.
 - `table` expectations (reconciliation, freshness, row count) run on the
   whole table.
 - SQL rules that name other tables (`silver_clicks`) see, in a run, the
@@ -45,20 +45,18 @@ from include.delta import append_rows, is_delta_table, latest_version, read_adde
 from include.quality import Outcome, QualityGate, Suite, load_suites
 from include.settings import Settings
 from jobs.bronze import ledger_path
-from jobs.contract import EVENT_DATE, GOLD_SCHEMAS, SILVER_SCHEMAS, SOURCES
+from jobs.catalog import LAYERS, SOURCES, TABLES_BY_ID, bronze_tables, sql_parameters, tables_in
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 RECONCILIATION = "bronze/reconciliation"
-LAYERS: dict[str, tuple[str, ...]] = {
-    "bronze": (
-        *(f"bronze/{source}" for source in SOURCES),
-        *(f"quarantine/{source}" for source in SOURCES),
-        RECONCILIATION,
-    ),
-    "silver": tuple(f"silver/{table}" for table in SILVER_SCHEMAS),
-    "gold": tuple(f"gold/{table}" for table in GOLD_SCHEMAS),
+# What each layer's checkpoint checks: its tables, and for bronze the reconciliation.
+LAYER_CHECKS: dict[str, tuple[str, ...]] = {
+    layer: (*bronze_tables(), RECONCILIATION)
+    if layer == "bronze"
+    else tuple(t.id for t in tables_in(layer))
+    for layer in LAYERS
 }
 # `silver_clicks` in a suite's SQL is the table silver/clicks (see register_views).
 TABLE_REFERENCE = re.compile(r"\b(bronze|quarantine|silver|gold)_([a-z0-9_]+)\b")
@@ -171,12 +169,24 @@ def last_passed_versions(spark: SparkSession, settings: Settings) -> dict[str, i
     return {row[0]: int(row[1]) for row in rows}
 
 
+def suite_parameters(settings: Settings) -> dict[str, str]:
+    """What fills the suites' `${name}` placeholders: the catalog's rules and the settings'."""
+    tolerance = int(settings.future_tolerance.total_seconds())
+    return sql_parameters() | {"future_tolerance": f"INTERVAL {tolerance} SECONDS"}
+
+
+def date_column(table: str) -> str | None:
+    """The column holding a row's date (the partition column), if the table has one."""
+    entry = TABLES_BY_ID.get(table)
+    return entry.date_column if entry else None
+
+
 def register_views(
     spark: SparkSession, settings: Settings, suite: Suite, dates: list[dt.date] | None = None
 ) -> None:
     """The tables a suite's SQL rules refer to (`silver_clicks`), as temp views.
 
-    With `dates`, a table partitioned by `event_date` is limited to the days
+    With `dates`, a table partitioned by date is limited to the days
     from the day before the first date to the day after the last.
     """
     queries = " ".join(
@@ -187,9 +197,10 @@ def register_views(
         if not is_delta_table(path):
             continue
         view = read_table(spark, path)
-        if dates and EVENT_DATE in view.columns:
+        column = date_column(f"{layer}/{name}")
+        if dates and column is not None:
             day = dt.timedelta(days=1)
-            view = view.where(F.col(EVENT_DATE).between(min(dates) - day, max(dates) + day))
+            view = view.where(F.col(column).between(min(dates) - day, max(dates) + day))
         view.createOrReplaceTempView(f"{layer}_{name}")
 
 
@@ -283,10 +294,11 @@ def check_table(
     new_rows = (whole if since is None else read_added_since(spark, path, since, version)).cache()
     try:
         touched, dates = whole, None
-        if since is not None and EVENT_DATE in whole.columns:
-            found = new_rows.select(EVENT_DATE).distinct().collect()
+        column = date_column(suite.table)
+        if since is not None and column is not None:
+            found = new_rows.select(column).distinct().collect()
             dates = sorted(day for (day,) in found if day is not None)  # null: a row rule fails
-            touched = whole.where(F.col(EVENT_DATE).isin(dates))
+            touched = whole.where(F.col(column).isin(dates))
         register_views(spark, settings, suite, dates)
         check.outcomes = gate.validate(suite, "new_rows", new_rows, parameters)
         check.outcomes += gate.validate(suite, "partitions", touched, parameters)
@@ -325,13 +337,13 @@ class LayerValidation:
         self.spark, self.settings, self.gate = spark, settings, gate
         self.run_id, self.whole_table = run_id, whole_table
         self.result = LayerCheck(layer)
-        self._suites = load_suites()
+        self._suites = load_suites(parameters=suite_parameters(settings))
         self._baselines = {} if whole_table else baselines
 
     @property
     def unchecked(self) -> list[str]:
         done = {t.table for t in self.result.tables}
-        return [table for table in LAYERS[self.result.layer] if table not in done]
+        return [table for table in LAYER_CHECKS[self.result.layer] if table not in done]
 
     def check(self, tables: Iterable[str]) -> LayerCheck:
         started = time.perf_counter()
@@ -370,7 +382,7 @@ def validate_layer(
 ) -> LayerCheck:
     """Run the checkpoint of every table of `layer`, record it, render Data Docs."""
     validation = LayerValidation(spark, settings, gate, layer, run_id, baselines, whole_table)
-    validation.check(LAYERS[layer])
+    validation.check(LAYER_CHECKS[layer])
     return validation.finish()
 
 

@@ -20,6 +20,10 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable, QueryBuilder
 
 from include.settings import Settings
+from jobs.catalog import TABLES
+
+# (layer, name) of every silver and gold table, in catalog order.
+TABLE_NAMES = [(table.layer, table.name) for table in TABLES]
 
 REPO = Path(__file__).resolve().parent.parent
 

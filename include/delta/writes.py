@@ -172,7 +172,13 @@ def _explain_conflict(error: Exception, path: str | Path, what: str) -> Exceptio
     )
 
 
-def _replace(df: DataFrame, path: str | Path, predicate: str | None, what: str) -> int:
+def _replace(
+    df: DataFrame,
+    path: str | Path,
+    predicate: str | None,
+    what: str,
+    overwrite_schema: bool = False,
+) -> int:
     """Overwrite (all of the table, or the rows matching `predicate`) in one commit.
 
     The commit says `dataChange=false`: the streams that read this table skip it,
@@ -186,7 +192,9 @@ def _replace(df: DataFrame, path: str | Path, predicate: str | None, what: str) 
     writer = (
         df.write.format("delta")
         .mode("overwrite")
-        .option("dataChange", "false")
+        # Delta refuses a schema change in a commit without data change; a table
+        # whose schema changes gets new streams downstream anyway (`lakehouse migrate`).
+        .option("dataChange", str(overwrite_schema).lower())
         # A new app id each time: never taken for a replay of an earlier commit.
         .option("txnAppId", f"lakehouse-{BACKFILL}-{uuid.uuid4()}")
         .option("txnVersion", 0)
@@ -194,6 +202,8 @@ def _replace(df: DataFrame, path: str | Path, predicate: str | None, what: str) 
     )
     if predicate is not None:
         writer = writer.option("replaceWhere", predicate)
+    if overwrite_schema:
+        writer = writer.option("overwriteSchema", "true")
     crash_point("write.before_commit")
     try:
         writer.save(str(path))
@@ -235,9 +245,10 @@ def replace_dates(df: DataFrame, path: str | Path, column: str, dates: Iterable[
     return _replace(df, path, f"`{name}` IN ({listed})", f"{name} {', '.join(map(str, chosen))}")
 
 
-def replace_table(df: DataFrame, path: str | Path) -> int:
-    """Atomically replace every row of the table with `df` (one commit)."""
-    return _replace(df, path, None, "the table")
+def replace_table(df: DataFrame, path: str | Path, overwrite_schema: bool = False) -> int:
+    """Atomically replace every row of the table with `df` (one commit); with
+    `overwrite_schema`, its schema too (columns added, removed or retyped)."""
+    return _replace(df, path, None, "the table", overwrite_schema)
 
 
 def rows_committed(spark: SparkSession, path: str | Path) -> int:

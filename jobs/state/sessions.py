@@ -1,13 +1,14 @@
 """User sessions: a user's actions in event-time order, split by logout and gaps.
 
-Rules (CONTRACT.md sections 4-5): a `logout` ends the session it belongs to;
-an action more than 30 minutes after the previous one starts a new session
-(exactly 30 continues it). Sessions are written once final:
+Rules (contract sections 4-5): a `logout` ends the session it belongs to;
+an action more than the session gap (`gap_us`, 30 minutes in the catalog)
+after the previous one starts a new session (exactly the gap continues it).
+Sessions are written once final:
 
 - a session ended by logout, once the watermark has passed the logout: no
   earlier action can arrive any more;
 - a session without logout, `end_reason = timeout`, once the watermark has
-  passed its last action + 30 minutes: nothing can extend it any more.
+  passed its last action + the gap: nothing can extend it any more.
 
 Until then its actions stay in state, because an out-of-order action can
 still change it (fill a gap and merge two sessions, or raise its count).
@@ -18,10 +19,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from typing import NamedTuple
-
-from jobs.contract import SESSION_GAP
-
-GAP_US = int(SESSION_GAP.total_seconds() * 1_000_000)
 
 
 class Action(NamedTuple):
@@ -45,7 +42,7 @@ def session_id(user_id: str, session_start: int) -> str:
     return hashlib.sha256(f"{user_id}|{session_start}".encode()).hexdigest()[:32]
 
 
-def split_sessions(actions: list[Action]) -> list[list[Action]]:
+def split_sessions(actions: list[Action], gap_us: int) -> list[list[Action]]:
     """Sessions of one user's actions (any order in, event-time order out)."""
     sessions: list[list[Action]] = []
     for action in sorted(set(actions)):
@@ -53,7 +50,7 @@ def split_sessions(actions: list[Action]) -> list[list[Action]]:
         if (
             current is None
             or current[-1].action == "logout"
-            or action.event_time - current[-1].event_time > GAP_US
+            or action.event_time - current[-1].event_time > gap_us
         ):
             sessions.append([action])
         else:
@@ -61,25 +58,29 @@ def split_sessions(actions: list[Action]) -> list[list[Action]]:
     return sessions
 
 
-def close_time(session: list[Action]) -> int:
+def close_time(session: list[Action], gap_us: int) -> int:
     """When the watermark must pass for the session to be final."""
     last = session[-1]
-    return last.event_time if last.action == "logout" else last.event_time + GAP_US
+    return last.event_time if last.action == "logout" else last.event_time + gap_us
 
 
 def advance_sessions(
-    user_id: str, buffered: list[Action], new: list[Action], watermark_us: int | None
+    user_id: str,
+    buffered: list[Action],
+    new: list[Action],
+    watermark_us: int | None,
+    gap_us: int,
 ) -> tuple[list[Session], list[Action]]:
     """Add new actions to a user's open actions; return (sessions now final, actions still open).
 
     With a watermark, actions older than it are late: streaming has already
     dropped them (Spark filters late rows before the state function).
     """
-    sessions = split_sessions([*buffered, *new])
+    sessions = split_sessions([*buffered, *new], gap_us)
     closed: list[Session] = []
     still_open: list[Action] = []
     for session in sessions:
-        if watermark_us is not None and close_time(session) < watermark_us:
+        if watermark_us is not None and close_time(session, gap_us) < watermark_us:
             ended_by_logout = session[-1].action == "logout"
             closed.append(
                 Session(
@@ -96,8 +97,8 @@ def advance_sessions(
     return closed, still_open
 
 
-def next_timeout(still_open: list[Action]) -> int | None:
+def next_timeout(still_open: list[Action], gap_us: int) -> int | None:
     """The close time of the earliest open session (microseconds), if any."""
     if not still_open:
         return None
-    return min(close_time(session) for session in split_sessions(still_open))
+    return min(close_time(s, gap_us) for s in split_sessions(still_open, gap_us))

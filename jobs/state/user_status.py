@@ -1,18 +1,16 @@
-"""User status: active after any action, offline after logout, inactive after 60 idle minutes.
+"""User status: active after any action, offline after logout, inactive after a quiet spell.
 
 The latest action in event time decides (ties broken by event id), so an
 out-of-order older action never overrides a newer one. An active user becomes
-inactive once the watermark has passed `last_event_time + 60 minutes`.
+inactive once the watermark has passed `last_event_time + timeout_us` (the
+inactivity timeout, 60 minutes in the catalog).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from jobs.contract import INACTIVITY
 from jobs.state.sessions import Action
-
-INACTIVITY_US = int(INACTIVITY.total_seconds() * 1_000_000)
 
 
 class Status(NamedTuple):
@@ -23,7 +21,7 @@ class Status(NamedTuple):
 
 
 def advance_status(
-    previous: Status | None, new: list[Action], watermark_us: int | None
+    previous: Status | None, new: list[Action], watermark_us: int | None, timeout_us: int
 ) -> Status | None:
     """The user's status after new actions and the watermark; None if there is none yet."""
     latest = max(new, default=None)
@@ -42,12 +40,12 @@ def advance_status(
         current is not None
         and current.status == "active"
         and watermark_us is not None
-        and current.last_event_time + INACTIVITY_US < watermark_us
+        and current.last_event_time + timeout_us < watermark_us
     ):
         current = current._replace(status="inactive")
     return current
 
 
-def inactive_at(status: Status) -> int | None:
+def inactive_at(status: Status, timeout_us: int) -> int | None:
     """When the watermark must pass for an active user to turn inactive (microseconds)."""
-    return status.last_event_time + INACTIVITY_US if status.status == "active" else None
+    return status.last_event_time + timeout_us if status.status == "active" else None

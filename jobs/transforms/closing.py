@@ -3,14 +3,18 @@
 Streaming writes a row once its query's watermark guarantees it can no longer
 change. A batch computation sees everything at once, so it applies the same
 rule explicitly, to the watermark it is given (milliseconds, as Spark keeps
-it). The rules, matching Spark's operators:
+it). Each table names its rule in the catalog (`Table.closing`); matching
+Spark's operators:
 
-- an unmatched impression: `impression_time <= watermark - 1 hour` (any click
-  that could still match must be later than the watermark);
-- a window after the attribution join: `window_end <= watermark - 1 hour`
-  (the join holds impressions back by that much before they reach the window);
-- a window of user actions: `window_end <= watermark`;
-- sessions and user status: in `jobs.state`, with the watermark passed in.
+- `final`: deduplicated events are final when written;
+- `unmatched`: an impression without a click once `impression_time <=
+  watermark - attribution window` (any click that could still match must be
+  later than the watermark);
+- `windows`: a window once its end `<= watermark - held back` (the
+  attribution join holds impressions back by its window before they reach
+  the windows after it);
+- `state`: sessions and user status close inside their state functions
+  (`jobs.state`), which are given the watermark.
 """
 
 from __future__ import annotations
@@ -20,27 +24,26 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.contract import ATTRIBUTION_WINDOW
-
-ATTRIBUTION_US = int(ATTRIBUTION_WINDOW.total_seconds() * 1_000_000)
+from jobs.catalog import Closing, seconds
 
 
 def _micros(watermark_ms: int, minus_us: int = 0) -> F.Column:
     return F.timestamp_micros(F.lit(watermark_ms * 1000 - minus_us))
 
 
-def close_unmatched_impressions(watermark_ms: int) -> Callable[[DataFrame], DataFrame]:
-    def transform(attribution: DataFrame) -> DataFrame:
-        final = F.col("click_id").isNotNull() | (
-            F.col("impression_time") <= _micros(watermark_ms, ATTRIBUTION_US)
-        )
-        return attribution.where(final)
+def close(closing: Closing, watermark_ms: int) -> Callable[[DataFrame], DataFrame]:
+    """The rows of a batch-computed table that streaming would have written by `watermark_ms`."""
+    bound = _micros(watermark_ms, closing.held_back_us())
 
-    return transform
-
-
-def close_windows(watermark_ms: int, held_back_us: int = 0) -> Callable[[DataFrame], DataFrame]:
-    def transform(windows: DataFrame) -> DataFrame:
-        return windows.where(F.col("window_end") <= _micros(watermark_ms, held_back_us))
+    def transform(rows: DataFrame) -> DataFrame:
+        if closing.kind == "unmatched":
+            return rows.where(F.col("click_id").isNotNull() | (F.col("impression_time") <= bound))
+        if closing.kind == "windows":
+            assert closing.length is not None
+            # A date column (a day window) starts at its midnight (the session time zone is UTC).
+            start = F.col(closing.start).cast("timestamp")
+            end = start + F.expr(f"INTERVAL {seconds(closing.length)} SECONDS")
+            return rows.where(end <= bound)
+        return rows
 
     return transform

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.contract import EVENT_TIME, SourceSpec
+from jobs.catalog import EVENT_TIME, Source
 
 # ISO-8601 date-time with seconds and a UTC offset; fractions up to nanoseconds.
 ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
@@ -85,7 +85,7 @@ def _join(separator: str, parts: list[Column]) -> Column:
 
 
 def parse_landing_lines(
-    source: SourceSpec, max_line_bytes: int, future_tolerance: dt.timedelta
+    source: Source, max_line_bytes: int, future_tolerance: dt.timedelta
 ) -> Callable[[DataFrame], DataFrame]:
     names = source.fields
 

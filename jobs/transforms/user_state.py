@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -32,7 +33,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from jobs.contract import EVENT_DATE, EVENT_TIME, USER_ACTIONS
+from jobs.catalog import EVENT_DATE, EVENT_TIME, micros
 from jobs.state.sessions import Action, Session, advance_sessions, next_timeout
 from jobs.state.user_status import Status, advance_status, inactive_at
 from jobs.transforms.silver import delay
@@ -75,7 +76,7 @@ def _by_bucket(actions: DataFrame, buckets: int) -> DataFrame:
         F.unix_micros(EVENT_TIME).alias("event_us"),
     ]
     if actions.isStreaming:
-        watermarked = actions.withWatermark(EVENT_TIME, delay(USER_ACTIONS))
+        watermarked = actions.withWatermark(EVENT_TIME, delay("user_actions"))
         return watermarked.select(*columns, EVENT_TIME)
     return actions.select(*columns)
 
@@ -166,34 +167,41 @@ def _sessions_frame(sessions: list[Session]) -> pd.DataFrame:
 
 
 def _session_step(
-    user: str, kept: list | None, new: list[Action], watermark_us: int
+    gap_us: int, user: str, kept: list | None, new: list[Action], watermark_us: int
 ) -> tuple[list[Action], int | None, list[Session]]:
     buffered = [Action(*a) for a in kept or []]
-    closed, still_open = advance_sessions(user, buffered, new, watermark_us)
-    return still_open, next_timeout(still_open), closed
+    closed, still_open = advance_sessions(user, buffered, new, watermark_us, gap_us)
+    return still_open, next_timeout(still_open, gap_us), closed
 
 
-def _sessions_with_state(
-    key: tuple, frames: Iterator[pd.DataFrame], state: GroupState
-) -> Iterator[pd.DataFrame]:
-    yield _sessions_frame(_advance_bucket(state, frames, _session_step))
+def _batch_us(watermark_ms: int | None) -> int | None:
+    return None if watermark_ms is None else watermark_ms * 1000
 
 
 def sessionize_user_actions(
-    batch_watermark_us: int | None = None, buckets: int = USER_BUCKETS
+    watermark_ms: int | None = None, buckets: int = USER_BUCKETS
 ) -> Callable[[DataFrame], DataFrame]:
     """Closed sessions of deduplicated user actions (silver/user_sessions).
 
     Streaming: each user's open actions in state, with an event-time timeout
     (kept per bucket of users). Batch: each user's actions at once, closed
-    against `batch_watermark_us`.
+    against the batch watermark `watermark_ms`. The session gap is read here,
+    in the driver, and travels to the Python workers with the functions.
     """
+    gap_us = micros("session_gap")
+    batch_watermark_us = _batch_us(watermark_ms)
+    step = partial(_session_step, gap_us)
+
+    def with_state(
+        key: tuple, frames: Iterator[pd.DataFrame], state: GroupState
+    ) -> Iterator[pd.DataFrame]:
+        yield _sessions_frame(_advance_bucket(state, frames, step))
 
     def closed_sessions(key: tuple, frame: pd.DataFrame) -> pd.DataFrame:
         closed = [
             session
             for user, actions in _actions_by_user([frame]).items()
-            for session in advance_sessions(user, [], actions, batch_watermark_us)[0]
+            for session in advance_sessions(user, [], actions, batch_watermark_us, gap_us)[0]
         ]
         return _sessions_frame(closed)
 
@@ -203,7 +211,7 @@ def sessionize_user_actions(
         rows = _per_bucket(
             actions,
             SESSION_ROWS,
-            _sessions_with_state,
+            with_state,
             SESSION_STATE,
             "append",
             closed_sessions,
@@ -233,9 +241,9 @@ def _status_frame(statuses: list[tuple[str, Status]]) -> pd.DataFrame:
     )
 
 
-def _status_timeout(current: Status, watermark_us: int) -> int | None:
+def _status_timeout(current: Status, watermark_us: int, timeout_us: int) -> int | None:
     """When the user's status could still change without a new action; None: never."""
-    becomes_inactive_at = inactive_at(current)
+    becomes_inactive_at = inactive_at(current, timeout_us)
     if becomes_inactive_at is not None:
         return becomes_inactive_at
     if current.status == "offline" and current.last_event_time >= watermark_us:
@@ -246,36 +254,38 @@ def _status_timeout(current: Status, watermark_us: int) -> int | None:
 
 
 def _status_step(
-    user: str, kept: list | None, new: list[Action], watermark_us: int
+    timeout_us: int, user: str, kept: list | None, new: list[Action], watermark_us: int
 ) -> tuple[Status, int | None, list[tuple[str, Status]]]:
     previous = Status(*kept) if kept else None
-    current = advance_status(previous, new, watermark_us)
+    current = advance_status(previous, new, watermark_us, timeout_us)
     assert current is not None  # called with actions, or for a user with state
     changed = [(user, current)] if current != previous else []
-    return current, _status_timeout(current, watermark_us), changed
-
-
-def _status_with_state(
-    key: tuple, frames: Iterator[pd.DataFrame], state: GroupState
-) -> Iterator[pd.DataFrame]:
-    yield _status_frame(_advance_bucket(state, frames, _status_step))
+    return current, _status_timeout(current, watermark_us, timeout_us), changed
 
 
 def track_user_status(
-    batch_watermark_us: int | None = None, buckets: int = USER_BUCKETS
+    watermark_ms: int | None = None, buckets: int = USER_BUCKETS
 ) -> Callable[[DataFrame], DataFrame]:
     """Each user's current status (gold/user_status); streaming emits changes only."""
+    timeout_us = micros("inactivity_timeout")
+    batch_watermark_us = _batch_us(watermark_ms)
+    step = partial(_status_step, timeout_us)
+
+    def with_state(
+        key: tuple, frames: Iterator[pd.DataFrame], state: GroupState
+    ) -> Iterator[pd.DataFrame]:
+        yield _status_frame(_advance_bucket(state, frames, step))
 
     def latest_status(key: tuple, frame: pd.DataFrame) -> pd.DataFrame:
         statuses = [
-            (user, advance_status(None, actions, batch_watermark_us))
+            (user, advance_status(None, actions, batch_watermark_us, timeout_us))
             for user, actions in _actions_by_user([frame]).items()
         ]
         return _status_frame([(user, s) for user, s in statuses if s is not None])
 
     def transform(actions: DataFrame) -> DataFrame:
         rows = _per_bucket(
-            actions, STATUS_ROWS, _status_with_state, STATUS_STATE, "update", latest_status, buckets
+            actions, STATUS_ROWS, with_state, STATUS_STATE, "update", latest_status, buckets
         )
         return rows.select(
             "user_id",

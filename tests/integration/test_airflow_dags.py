@@ -31,10 +31,17 @@ from deltalake import DeltaTable
 from include.local_airflow import ADMIN, LocalAirflow
 from include.local_spark_cluster import LocalSparkCluster
 from include.processes import wait_until
-from jobs.backfill import TABLES
 from jobs.progress import CAUGHT_UP
 from jobs.validate import last_passed_versions
-from tests.helpers import REPO, delta_count, delta_rows, delta_table, run_cli, settings_for
+from tests.helpers import (
+    REPO,
+    TABLE_NAMES,
+    delta_count,
+    delta_rows,
+    delta_table,
+    run_cli,
+    settings_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -273,7 +280,7 @@ def test_incremental_dag_writes_every_contract_table_and_passes_its_gates(ingest
     for layer in ("bronze", "quarantine"):
         for source in ("impressions", "clicks", "user_actions"):
             assert DeltaTable(str(settings.table(layer, source))).version() >= 0
-    for layer, name in TABLES:
+    for layer, name in TABLE_NAMES:
         assert delta_count(settings.table(layer, name)) > 0, f"{layer}/{name}"
     # Three layer tasks ran their checks and three gates re-checked: six reports, all passed.
     runs = sorted((settings.reports / "runs").glob("*.json"))
@@ -296,7 +303,7 @@ def test_backfill_dag_recomputes_the_range_and_its_parity_check_agrees(
     log = done.stdout + done.stderr
     assert f"parity {RANGE[0]}..{RANGE[1]}: streaming and batch agree" in log
     before, after = settings_for(ingested), settings_for(by_dag)
-    for layer, name in TABLES:
+    for layer, name in TABLE_NAMES:
         assert delta_count(after.table(layer, name)) > 0, f"{layer}/{name}"
     # The backfill replaced the range: new table versions, and the gate checked them.
     impressions = ("silver", "impressions")
@@ -372,7 +379,7 @@ def test_maintenance_compacts_and_vacuums_without_changing_rows_or_reprocessing(
 ):
     """Last in this module: it changes the ingested root (and runs its streams again)."""
     settings = settings_for(ingested)
-    tables = [settings.table(layer, name) for layer, name in TABLES]
+    tables = [settings.table(layer, name) for layer, name in TABLE_NAMES]
     rows_before = [delta_rows(path) for path in tables]
     files_before = sum(len(live_files(path)) for path in tables)
 
@@ -383,7 +390,7 @@ def test_maintenance_compacts_and_vacuums_without_changing_rows_or_reprocessing(
     # Then the whole tables passed validation at their compacted versions, so
     # the next run's checks start after the compaction.
     passed = last_passed_versions(spark, settings)
-    for (layer, name), path in zip(TABLES, tables, strict=True):
+    for (layer, name), path in zip(TABLE_NAMES, tables, strict=True):
         assert passed[f"{layer}/{name}"] == DeltaTable(str(path)).version(), name
 
     # Vacuum everything no longer referenced, and expire every report.
@@ -401,5 +408,5 @@ def test_maintenance_compacts_and_vacuums_without_changing_rows_or_reprocessing(
     assert again.returncode == 0, again.stderr
     # No stream starts: the compactions are new versions, but none a stream reads, and
     # the bronze streams have no landing file they have not read.
-    assert again.stdout.count(CAUGHT_UP) == 3 + len(TABLES), again.stdout
+    assert again.stdout.count(CAUGHT_UP) == 3 + len(TABLE_NAMES), again.stdout
     assert [delta_rows(path) for path in tables] == rows_before

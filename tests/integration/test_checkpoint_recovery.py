@@ -20,10 +20,9 @@ import pytest
 
 from include.checkpoints import UPGRADE_COMMAND
 from include.delta.log import latest_version as delta_version
-from jobs.backfill import TABLES
-from jobs.contract import SOURCES
+from jobs.catalog import SOURCES
 from jobs.generate import GeneratorConfig, generate
-from tests.helpers import delta_rows, landing_lines, run_cli, settings_for
+from tests.helpers import TABLE_NAMES, delta_rows, landing_lines, run_cli, settings_for
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +31,7 @@ NO_LATE = {"late_rate": 0.0, "days": 2, "file_minutes": 180}
 
 def snapshot(root: Path) -> dict[str, Counter]:
     settings = settings_for(root)
-    tables = {f"{layer}/{name}": settings.table(layer, name) for layer, name in TABLES}
+    tables = {f"{layer}/{name}": settings.table(layer, name) for layer, name in TABLE_NAMES}
     for source in SOURCES:
         for layer in ("bronze", "quarantine"):
             tables[f"{layer}/{source}"] = settings.table(layer, source)

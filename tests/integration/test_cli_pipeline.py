@@ -7,9 +7,8 @@ from collections import Counter
 
 import pytest
 
-from jobs.backfill import TABLES
 from jobs.monitoring import event_log_path
-from tests.helpers import delta_count, delta_table, run_cli, settings_for
+from tests.helpers import TABLE_NAMES, delta_count, delta_table, run_cli, settings_for
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +20,7 @@ def root(streamed_root):
 
 def test_run_prints_a_line_per_query_and_where_things_are(root):
     out = root.joinpath("run.out").read_text()
-    for layer, name in TABLES:
+    for layer, name in TABLE_NAMES:
         assert f"{layer}/{name} " in out
     assert "event log:" in out and "tables:" in out
 
@@ -30,7 +29,9 @@ def test_event_log_holds_every_query_of_the_run(root):
     settings = settings_for(root)
     log = delta_table(event_log_path(settings)).to_pylist()
     queries = Counter(row["query"] for row in log)
-    assert set(queries) >= {f"{layer}/{name}" for layer, name in TABLES if name != "impressions"}
+    assert set(queries) >= {
+        f"{layer}/{name}" for layer, name in TABLE_NAMES if name != "impressions"
+    }
     assert len({row["run_id"] for row in log}) == 1
     # A bronze stream's input rows are landing files; silver's, the bronze rows.
     bronze_in = sum(r["num_input_rows"] for r in log if r["query"] == "bronze/impressions")

@@ -43,10 +43,11 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
-from jobs.backfill import TABLES
-from jobs.contract import SOURCES, table_schema
+from jobs.catalog import SOURCES
 from jobs.generate import GeneratorConfig, generate
+from jobs.schemas import table_schema
 from tests.helpers import (
+    TABLE_NAMES,
     delta_rows,
     delta_table,
     kill_group,
@@ -69,8 +70,10 @@ def tables(root: Path) -> dict[str, Counter]:
     """Every row of every table; bronze and quarantine with the file name, not its path."""
     settings = settings_for(root)
     result = {
-        f"{layer}/{name}": delta_rows(settings.table(layer, name), table_schema(layer, name).names)
-        for layer, name in TABLES
+        f"{layer}/{name}": delta_rows(
+            settings.table(layer, name), table_schema(f"{layer}/{name}").names
+        )
+        for layer, name in TABLE_NAMES
     }
     for source, spec in SOURCES.items():
         for layer, columns in (("bronze", list(spec.fields)), ("quarantine", ["raw", "reason"])):
@@ -193,7 +196,7 @@ def run_kill(rng: random.Random, ref: Reference) -> Kill:
 
 
 def backfill_kill(rng: random.Random, ref: Reference) -> Kill:
-    n = rng.randint(1, len(TABLES))
+    n = rng.randint(1, len(TABLE_NAMES))
     kind = rng.choice(["moment", "write.before_commit", "write.after_commit", "inside"])
     if kind == "moment":
         seconds = round(rng.uniform(0.1, 0.6) * ref.backfill_seconds, 1)

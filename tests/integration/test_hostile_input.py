@@ -24,9 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.backfill import TABLES
-from jobs.contract import SOURCES
-from tests.helpers import delta_rows, delta_table, run_cli, settings_for
+from jobs.catalog import SOURCES
+from tests.helpers import TABLE_NAMES, delta_rows, delta_table, run_cli, settings_for
 
 pytestmark = pytest.mark.slow
 
@@ -185,7 +184,7 @@ def test_every_other_line_is_in_bronze_exactly_once(roots, source):
     assert ours == reference
 
 
-@pytest.mark.parametrize(("layer", "name"), TABLES)
+@pytest.mark.parametrize(("layer", "name"), TABLE_NAMES)
 def test_silver_and_gold_are_what_they_would_be_without_the_bad_input(roots, layer, name):
     clean, hostile, _ = roots
     ours = delta_rows(settings_for(hostile).table(layer, name))

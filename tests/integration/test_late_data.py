@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 
 from include.delta.log import latest_version
-from jobs.backfill import TABLES
-from jobs.contract import EVENT_DATE
+from jobs.catalog import EVENT_DATE
 from jobs.generate import GeneratorConfig, generate
-from tests.helpers import delta_table, run_cli, settings_for
+from tests.helpers import TABLE_NAMES, delta_table, run_cli, settings_for
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +96,7 @@ def test_backfill_pending_recomputes_the_dates_of_late_rows_once(tmp_path):
     )
     assert full.returncode == 0, full.stderr
     ours, reference = settings_for(root), settings_for(everything)
-    for layer, name in TABLES:
+    for layer, name in TABLE_NAMES:
         assert rows_of_day(ours.table(layer, name), LATE_DAY) == rows_of_day(
             reference.table(layer, name), LATE_DAY
         ), f"{layer}/{name}"

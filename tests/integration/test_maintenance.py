@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.backfill import TABLES
 from jobs.generate import GeneratorConfig, generate
-from tests.helpers import delta_rows, run_cli, settings_for
+from tests.helpers import TABLE_NAMES, delta_rows, run_cli, settings_for
 
 DAYS = [dt.datetime(2026, 11, d, tzinfo=dt.UTC) for d in (1, 2, 3)]
 
@@ -47,7 +46,7 @@ def test_a_stream_runs_behind_then_maintain_then_run_equals_an_uninterrupted_run
     assert "silver/impressions" in maintained and "vacuumed" in maintained
 
     ok("run", "--data-root", str(behind))
-    for layer, name in TABLES:
+    for layer, name in TABLE_NAMES:
         ours = delta_rows(settings_for(behind).table(layer, name))
         assert ours == delta_rows(settings_for(steady).table(layer, name)), f"{layer}/{name}"
         assert sum(ours.values()) > 0

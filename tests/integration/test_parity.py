@@ -11,33 +11,30 @@ from pathlib import Path
 
 import pytest
 
-from jobs.backfill import TABLES, run_backfill
-from jobs.bronze import run_bronze
-from jobs.contract import table_schema
+from jobs.backfill import run_backfill
+from jobs.catalog import LAYERS
 from jobs.dates import DateRange
 from jobs.generate import GeneratorConfig, generate
-from jobs.gold import run_gold
 from jobs.parity import run_parity
-from jobs.silver import run_silver
-from tests.helpers import delta_rows, settings_for
+from jobs.pipeline import run_layer
+from jobs.schemas import table_schema
+from tests.helpers import TABLE_NAMES, delta_rows, settings_for
 
 pytestmark = pytest.mark.slow
 DAYS = DateRange(dt.date(2026, 10, 31), dt.date(2026, 11, 3))
 
 
 def run_pipeline(spark, settings) -> dict[str, object]:
-    return {
-        r.stage: r for stage in (run_bronze, run_silver, run_gold) for r in stage(spark, settings)
-    }
+    return {r.stage: r for layer in LAYERS for r in run_layer(spark, settings, layer)}
 
 
 def table_rows(settings, layer: str, name: str) -> Counter:
-    schema = table_schema(layer, name)
+    schema = table_schema(f"{layer}/{name}")
     return delta_rows(settings.table(layer, name), schema.names)
 
 
 def all_tables(settings) -> dict[str, Counter]:
-    return {f"{layer}/{name}": table_rows(settings, layer, name) for layer, name in TABLES}
+    return {f"{layer}/{name}": table_rows(settings, layer, name) for layer, name in TABLE_NAMES}
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +84,8 @@ def test_backfill_is_repeatable_and_a_sub_range_matches_the_full_one(spark, stre
     shutil.copytree(streamed.lakehouse / "bronze", one_day.lakehouse / "bronze")
     day = dt.date(2026, 11, 2)
     run_backfill(spark, one_day, DateRange(day, day))
-    for layer, name in TABLES:
-        schema = table_schema(layer, name)
+    for layer, name in TABLE_NAMES:
+        schema = table_schema(f"{layer}/{name}")
         if "event_date" not in schema.names:
             continue
         date_at = schema.names.index("event_date")

@@ -23,10 +23,10 @@ from deltalake import DeltaTable, write_deltalake
 from include.errors import EXIT_BLOCKED
 from include.quality import load_suites
 from jobs.bronze import ledger_path
-from jobs.contract import SOURCES
+from jobs.catalog import LAYERS, SOURCES
 from jobs.generate import GeneratorConfig, generate
 from jobs.pipeline import RunOutcome, run_pipeline, validate_tables
-from jobs.validate import LAYERS, RECONCILIATION, results_path
+from jobs.validate import LAYER_CHECKS, RECONCILIATION, results_path, suite_parameters
 from tests.helpers import delta_count, delta_table, landing_lines, run_cli, settings_for
 
 pytestmark = pytest.mark.slow
@@ -42,9 +42,9 @@ def clean(spark, tmp_path_factory) -> tuple[object, RunOutcome]:
 
 
 def test_clean_data_passes_every_expectation(clean):
-    _, outcome = clean
+    settings, outcome = clean
     assert outcome.status == "passed", [o.message() for c in outcome.checks for o in c.warnings]
-    suites = load_suites()
+    suites = load_suites(parameters=suite_parameters(settings))
     checked = {t.table: len(t.outcomes) for layer in outcome.checks for t in layer.tables}
     assert checked == {table: len(suite.expectations) for table, suite in suites.items()}
     assert [c.layer for c in outcome.checks] == list(LAYERS)
@@ -334,7 +334,7 @@ def test_blocking_failure_stops_later_queries_until_the_data_is_fixed(spark, cle
         "silver/user_actions",
         "silver/ad_attribution",
         "silver/user_sessions",
-        *LAYERS["gold"],
+        *LAYER_CHECKS["gold"],
     ]
     before = versions(settings, downstream)
     bronze_before = delta_count(settings.table("bronze", "impressions"))

@@ -19,8 +19,9 @@ from pyspark.sql import types as T
 
 from include.checkpoints import CheckpointError
 from include.delta import StreamSink, append, ensure_table, read_stream
-from jobs.contract import GOLD_SCHEMAS, SILVER_SCHEMAS, SOURCES
+from jobs.catalog import SOURCES
 from jobs.progress import StageResult
+from jobs.schemas import bronze_schema, table_schema
 from jobs.streaming import run_available_now
 from jobs.transforms.gold import actions_per_window
 from jobs.transforms.silver import attribute_clicks, dedupe_events
@@ -131,14 +132,14 @@ def actions_harness(
     return Harness(
         spark,
         root,
-        {"actions": SILVER_SCHEMAS["user_actions"]},
+        {"actions": table_schema("silver/user_actions")},
         lambda frames: frames["actions"].transform(transform),
         output_schema,
         merge_keys,
     )
 
 
-BRONZE_IMPRESSIONS = SOURCES["impressions"].bronze_schema
+BRONZE_IMPRESSIONS = bronze_schema(SOURCES["impressions"])
 
 
 def bronze(row: dict) -> dict:
@@ -153,8 +154,8 @@ def test_dedup_drops_redeliveries_and_events_later_than_the_watermark(spark, tmp
         spark,
         tmp_path,
         {"bronze": BRONZE_IMPRESSIONS},
-        lambda f: f["bronze"].transform(dedupe_events(SOURCES["impressions"])),
-        SILVER_SCHEMAS["impressions"],
+        lambda f: f["bronze"].transform(dedupe_events("impressions")),
+        table_schema("silver/impressions"),
     )
     h.add(
         "bronze",
@@ -188,7 +189,7 @@ def test_an_incompatible_change_to_a_stateful_query_names_the_checkpoint_and_the
             tmp_path,
             {"bronze": BRONZE_IMPRESSIONS},
             lambda f: f["bronze"].transform(build),
-            SILVER_SCHEMAS["impressions"],
+            table_schema("silver/impressions"),
             name="silver/impressions",
         )
 
@@ -198,7 +199,7 @@ def test_an_incompatible_change_to_a_stateful_query_names_the_checkpoint_and_the
         )
         return unique.select(*source.fields, F.to_date("event_time").alias("event_date"))
 
-    harness(dedupe_events(source)).add("bronze", [bronze(impression("a", 0))]).run()
+    harness(dedupe_events("impressions")).add("bronze", [bronze(impression("a", 0))]).run()
     changed = harness(dedupe_on_two_keys).add("bronze", [bronze(impression("b", 5))])
     with pytest.raises(CheckpointError) as refused:
         changed.run()
@@ -213,7 +214,7 @@ def test_an_incompatible_change_to_a_stateful_query_names_the_checkpoint_and_the
 
 
 def test_sliding_windows_are_written_only_after_the_watermark_passes_their_end(spark, tmp_path):
-    h = actions_harness(spark, tmp_path, actions_per_window, GOLD_SCHEMAS["actions_10min"])
+    h = actions_harness(spark, tmp_path, actions_per_window(), table_schema("gold/actions_10min"))
     h.add("actions", [user_action(1), user_action(2), user_action(7)])
     h.run()
     # Watermark = 10:07 - 10 min: no window can be final yet.
@@ -236,9 +237,12 @@ def attribution_harness(spark, root: Path) -> Harness:
     return Harness(
         spark,
         root,
-        {"impressions": SILVER_SCHEMAS["impressions"], "clicks": SILVER_SCHEMAS["clicks"]},
-        lambda f: attribute_clicks(f["impressions"], f["clicks"]),
-        SILVER_SCHEMAS["ad_attribution"],
+        {
+            "impressions": table_schema("silver/impressions"),
+            "clicks": table_schema("silver/clicks"),
+        },
+        lambda f: attribute_clicks()(f["impressions"], f["clicks"]),
+        table_schema("silver/ad_attribution"),
     )
 
 
@@ -282,7 +286,7 @@ BUCKETS = pytest.mark.parametrize("buckets", [USER_BUCKETS, 1], ids=["buckets", 
 @BUCKETS
 def test_session_times_out_only_when_the_watermark_passes(spark, tmp_path, buckets):
     sessions = sessionize_user_actions(buckets=buckets)
-    h = actions_harness(spark, tmp_path, sessions, SILVER_SCHEMAS["user_sessions"])
+    h = actions_harness(spark, tmp_path, sessions, table_schema("silver/user_sessions"))
     h.add("actions", [user_action(0, "login"), user_action(5), user_action(20, "logout", "u-2")])
     h.run()
     assert h.rows("user_id") == set()
@@ -303,7 +307,7 @@ def test_session_times_out_only_when_the_watermark_passes(spark, tmp_path, bucke
 def test_user_status_is_upserted_and_turns_inactive_after_an_hour(spark, tmp_path, buckets):
     status = track_user_status(buckets=buckets)
     h = actions_harness(
-        spark, tmp_path, status, GOLD_SCHEMAS["user_status"], merge_keys=["user_id"]
+        spark, tmp_path, status, table_schema("gold/user_status"), merge_keys=["user_id"]
     )
     h.add("actions", [user_action(0, "login"), user_action(1, "logout", "u-2")])
     h.run()
@@ -323,7 +327,9 @@ def test_user_status_is_upserted_and_turns_inactive_after_an_hour(spark, tmp_pat
 
 
 def test_a_stream_with_no_new_input_is_not_started_and_resumes_when_input_arrives(spark, tmp_path):
-    h = actions_harness(spark, tmp_path, sessionize_user_actions(), SILVER_SCHEMAS["user_sessions"])
+    h = actions_harness(
+        spark, tmp_path, sessionize_user_actions(), table_schema("silver/user_sessions")
+    )
     h.add("actions", [user_action(0, "login"), user_action(20, "logout", "u-2")])
     first = h.run()
     assert not first.caught_up and first.rows_in == 2

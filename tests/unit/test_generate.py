@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.contract import SOURCES
+from jobs.catalog import SOURCES
 from jobs.generate import GeneratorConfig, generate, landing_is_empty
 from tests.helpers import landing_lines
 

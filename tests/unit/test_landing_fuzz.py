@@ -19,12 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.contract import USER_ACTIONS
+from jobs.catalog import SOURCES
 from tests.conftest import FIGURES
 from tests.unit.test_landing_parse import INGESTED_AT, TOLERANCE
 from tests.unit.test_landing_parse import parse as parse_by_file_name
 
 MAX_LINE_BYTES = 4096
+USER_ACTIONS = SOURCES["user_actions"]
 ACTIONS = list(USER_ACTIONS.enums["action"])
 KNOWN_CLASSES = (
     "not valid UTF-8",

@@ -7,8 +7,10 @@ import datetime as dt
 import pytest
 from pyspark.sql import functions as F
 
-from jobs.contract import CLICKS, IMPRESSIONS, USER_ACTIONS, SourceSpec
+from jobs.catalog import SOURCES, Source
 from jobs.transforms.landing import parse_landing_lines, reason_class
+
+IMPRESSIONS, CLICKS, USER_ACTIONS = SOURCES.values()
 
 UTC = dt.UTC
 GOOD_ACTION = (
@@ -21,7 +23,7 @@ INGESTED_AT = dt.datetime(2026, 11, 23, 12, 0)
 TOLERANCE = dt.timedelta(hours=24)
 
 
-def parse(spark, source: SourceSpec, lines: list[bytes], max_line_bytes: int = 1024) -> list[dict]:
+def parse(spark, source: Source, lines: list[bytes], max_line_bytes: int = 1024) -> list[dict]:
     """Lines as raw bytes, exactly as Spark's text source would hand them over."""
     frame = spark.createDataFrame(
         [(bytearray(line), f"file:/landing/{i}.jsonl") for i, line in enumerate(lines)],
@@ -35,7 +37,7 @@ def parse(spark, source: SourceSpec, lines: list[bytes], max_line_bytes: int = 1
     return sorted((row.asDict() for row in rows), key=lambda r: r["_source_file"])
 
 
-def reason(spark, source: SourceSpec, line: bytes, **kwargs) -> str | None:
+def reason(spark, source: Source, line: bytes, **kwargs) -> str | None:
     (row,) = parse(spark, source, [line], **kwargs)
     return row["_reject_reason"]
 

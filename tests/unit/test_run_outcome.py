@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from jobs.pipeline import LAYER_ORDER, RunOutcome
+from jobs.catalog import LAYERS
+from jobs.pipeline import RunOutcome
 from jobs.progress import StageResult
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
@@ -17,7 +18,7 @@ def blocked_after_silver_impressions(layers: tuple[str, ...]) -> RunOutcome:
 
 
 def test_a_whole_run_blocked_in_silver_did_not_run_the_rest_of_silver_nor_gold():
-    assert blocked_after_silver_impressions(LAYER_ORDER).not_run == [
+    assert blocked_after_silver_impressions(LAYERS).not_run == [
         "silver/clicks",
         "silver/user_actions",
         "silver/ad_attribution",
@@ -31,6 +32,6 @@ def test_a_silver_task_blocked_names_only_its_own_layer():
 
 
 def test_a_passing_run_or_a_validation_has_nothing_not_run():
-    assert RunOutcome("run-2", "run", NOW, layers=LAYER_ORDER).not_run == []
+    assert RunOutcome("run-2", "run", NOW, layers=LAYERS).not_run == []
     validation = RunOutcome("v-1", "validate", NOW, blocked_at="silver")
     assert validation.not_run == []

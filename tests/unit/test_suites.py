@@ -8,11 +8,13 @@ import re
 import pytest
 
 from include.quality import EXPECTATIONS_DIR, load_suite, load_suites
-from jobs.contract import EVENT_DATE, QUARANTINE_SCHEMA, SOURCES, table_schema
-from jobs.validate import LAYERS, RECONCILIATION, RECONCILIATION_SCHEMA
+from include.settings import Settings
+from jobs.catalog import LAYERS, SOURCES, TABLES_BY_ID
+from jobs.schemas import QUARANTINE_SCHEMA, bronze_schema, table_schema
+from jobs.validate import LAYER_CHECKS, RECONCILIATION, RECONCILIATION_SCHEMA, suite_parameters
 from tests.unit.test_landing_parse import REJECTED_LINES
 
-SUITES = load_suites()
+SUITES = load_suites(parameters=suite_parameters(Settings.load(data_root="unused")))
 COLUMN_KEYS = ("column", "column_A", "column_B")
 
 
@@ -23,12 +25,32 @@ def columns_of(table: str) -> list[str]:
     if layer == "quarantine":
         return QUARANTINE_SCHEMA.names
     if layer == "bronze":
-        return SOURCES[name].bronze_schema.names
-    return table_schema(layer, name).names
+        return bronze_schema(SOURCES[name]).names
+    return table_schema(table).names
 
 
 def test_there_is_one_suite_per_checked_table():
-    assert sorted(SUITES) == sorted(table for tables in LAYERS.values() for table in tables)
+    assert sorted(SUITES) == sorted(table for tables in LAYER_CHECKS.values() for table in tables)
+
+
+def test_every_rule_placeholder_is_filled_in():
+    for table, suite in SUITES.items():
+        assert "${" not in json.dumps([e["kwargs"] for e in suite.expectations]), table
+
+
+def test_an_unknown_placeholder_is_refused_with_its_name(tmp_path):
+    folder = tmp_path / "silver"
+    folder.mkdir()
+    path = folder / "clicks.json"
+    rule = {
+        "type": "unexpected_rows_expectation",
+        "kwargs": {"unexpected_rows_query": "SELECT * FROM {batch} WHERE x > ${no_such_rule}"},
+        "meta": {"scope": "new_rows"},
+        "severity": "critical",
+    }
+    path.write_text(json.dumps({"name": "silver.clicks", "expectations": [rule]}))
+    with pytest.raises(ValueError, match=r"no_such_rule"):
+        load_suite(path, {"attribution_window": "INTERVAL 1 HOUR"})
 
 
 @pytest.mark.parametrize("table", sorted(SUITES))
@@ -59,8 +81,8 @@ def test_every_table_has_blocking_rules_on_new_rows_and_on_related_rows():
     keyed = [t for t in SUITES if t.startswith(("silver/", "gold/"))]
     for table in keyed:
         # Keys are checked on the partitions new rows went to; a table without
-        # event_date partitions is checked whole.
-        scope = "partitions" if EVENT_DATE in columns_of(table) else "table"
+        # date partitions is checked whole.
+        scope = "partitions" if TABLES_BY_ID[table].date_column else "table"
         types = {e["type"] for e in SUITES[table].scoped(scope)}
         assert types & {
             "expect_column_values_to_be_unique",
@@ -103,8 +125,5 @@ def test_the_reason_class_rule_accepts_every_reason_the_parser_writes():
     assert not re.search(regex, "something new")
 
 
-def test_the_cli_the_pipeline_and_the_checks_agree_on_the_layers():
-    from jobs.cli import LAYER_NAMES
-    from jobs.pipeline import STAGES
-
-    assert tuple(LAYERS) == LAYER_NAMES == tuple(layer for layer, _ in STAGES)
+def test_every_layer_has_checks():
+    assert tuple(LAYER_CHECKS) == LAYERS

@@ -1,0 +1,55 @@
+"""Spark schemas of every table, derived from the catalog (jobs/catalog.py).
+
+Explicit `StructType`s, never inferred: a source's event fields (strings and
+`event_time`), bronze (those plus `_ingested_at` and `_source_file`),
+quarantine, and each silver and gold table's columns.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import types as T
+
+from jobs.catalog import EVENT_TIME, Source, Table, table
+
+SPARK_TYPES: dict[str, T.DataType] = {
+    "string": T.StringType(),
+    "timestamp": T.TimestampType(),
+    "long": T.LongType(),
+    "double": T.DoubleType(),
+    "date": T.DateType(),
+}
+
+QUARANTINE_SCHEMA = T.StructType(
+    [
+        T.StructField("raw", T.StringType()),
+        T.StructField("reason", T.StringType()),
+        # The exact bytes, base64-encoded, when the line is not valid UTF-8
+        # (`raw` then shows it with replacement characters).
+        T.StructField("raw_base64", T.StringType()),
+        T.StructField("_source_file", T.StringType()),
+        T.StructField("_ingested_at", T.TimestampType()),
+    ]
+)
+
+
+def event_schema(source: Source) -> T.StructType:
+    return T.StructType(
+        [T.StructField(name, T.StringType()) for name in source.string_fields]
+        + [T.StructField(EVENT_TIME, T.TimestampType())]
+    )
+
+
+def bronze_schema(source: Source) -> T.StructType:
+    return T.StructType(
+        [
+            *event_schema(source).fields,
+            T.StructField("_ingested_at", T.TimestampType()),
+            T.StructField("_source_file", T.StringType()),
+        ]
+    )
+
+
+def table_schema(entry: Table | str) -> T.StructType:
+    """Schema of a silver or gold table (a catalog entry, or its id `silver/clicks`)."""
+    found = table(entry) if isinstance(entry, str) else entry
+    return T.StructType([T.StructField(name, SPARK_TYPES[kind]) for name, kind in found.columns])
