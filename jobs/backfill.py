@@ -163,7 +163,8 @@ def run_backfill(
     watermarks = bronze_watermarks(spark, settings)
     frames = compute_tables(spark, settings, watermarks)
     results = write_range(frames, settings, dates, None, chosen, new_schema)
-    whole = [layer for layer in DERIVED_LAYERS if set(tables_in(layer)) <= set(chosen)]
+    ids = {table.id for table in chosen}
+    whole = [layer for layer in DERIVED_LAYERS if {t.id for t in tables_in(layer)} <= ids]
     if whole:
         record_backfill(spark, settings, bronze_dates_in(spark, settings, dates), whole)
     return results

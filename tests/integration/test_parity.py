@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from jobs.backfill import run_backfill
-from jobs.catalog import LAYERS
+from jobs.catalog import LAYERS, TABLES_BY_ID
 from jobs.dates import DateRange
 from jobs.generate import GeneratorConfig, generate
-from jobs.parity import run_parity
+from jobs.parity import run_parity, streaming_watermark
 from jobs.pipeline import run_layer
 from jobs.schemas import table_schema
-from tests.helpers import TABLE_NAMES, delta_rows, settings_for
+from tests.helpers import TABLE_NAMES, delta_rows, delta_table, settings_for
 
 pytestmark = pytest.mark.slow
 DAYS = DateRange(dt.date(2026, 10, 31), dt.date(2026, 11, 3))
@@ -86,14 +86,39 @@ def test_backfill_is_repeatable_and_a_sub_range_matches_the_full_one(spark, stre
     run_backfill(spark, one_day, DateRange(day, day))
     for layer, name in TABLE_NAMES:
         schema = table_schema(f"{layer}/{name}")
-        if "event_date" not in schema.names:
+        column = TABLES_BY_ID[f"{layer}/{name}"].date_column
+        if column is None:
             continue
-        date_at = schema.names.index("event_date")
+        date_at = schema.names.index(column)
         expected = Counter(
             {row: n for row, n in first[f"{layer}/{name}"].items() if row[date_at] == day}
         )
         assert table_rows(one_day, layer, name) == expected, name
-        assert expected, f"{name} has rows on {day}"
+        # The second day is not closed for a daily table yet.
+        assert expected or name == "campaign_daily", f"{name} has rows on {day}"
+
+
+def test_campaign_daily_sums_the_hourly_rows_of_each_closed_day(streamed):
+    hourly = delta_table(streamed.table("gold", "ad_performance_hourly")).to_pylist()
+    daily = delta_table(streamed.table("gold", "campaign_daily")).to_pylist()
+    sums: Counter = Counter()
+    for row in hourly:
+        sums[(row["campaign_id"], row["event_date"], "impressions")] += row["impressions"]
+        sums[(row["campaign_id"], row["event_date"], "clicks")] += row["clicks"]
+    watermark_ms = streaming_watermark(streamed.checkpoint("gold", "campaign_daily"))
+    assert watermark_ms is not None
+    # A day is written once its last hour is closed: day + 1 day <= watermark - 1 hour.
+    closed_before = (
+        dt.datetime.fromtimestamp(watermark_ms / 1000, dt.UTC) - dt.timedelta(hours=1)
+    ).date()
+    written_days = {row["day"] for row in daily}
+    assert written_days == {day for (_, day, _) in sums if day < closed_before}
+    assert written_days, "the first day is closed"
+    for row in daily:
+        key = (row["campaign_id"], row["day"])
+        assert row["impressions"] == sums[(*key, "impressions")], row
+        assert row["clicks"] == sums[(*key, "clicks")], row
+        assert row["ctr"] == pytest.approx(row["clicks"] / row["impressions"])
 
 
 def write_lines(landing: Path, source: str, name: str, records: list[dict]) -> None:
