@@ -24,7 +24,7 @@ from typing import Any
 
 import psutil
 
-from include.processes import process_tree
+from dev.processes import process_tree
 from jobs.catalog import LAYERS
 
 SAMPLE_SECONDS = 0.2

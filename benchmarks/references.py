@@ -27,9 +27,9 @@ PARQUET = "(FORMAT parquet, COMPRESSION snappy)"
 
 
 def spark_ceiling(root: Path, out: Path) -> dict[str, Any]:
-    from include.landing import LANDING_FILES
     from include.settings import Settings
     from include.spark import get_spark
+    from include.storage.landing import LANDING_FILES
     from jobs.schemas import event_schema
 
     settings = Settings.load(data_root=root)

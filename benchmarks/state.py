@@ -20,8 +20,8 @@ from benchmarks.harness import seconds_by_layer
 from include.settings import Settings
 from include.spark import get_spark
 from jobs.catalog import LAYERS
+from jobs.drivers.pipeline import run_layer
 from jobs.generate import GeneratorConfig, generate
-from jobs.pipeline import run_layer
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

@@ -9,7 +9,7 @@ class LakehouseError(RuntimeError):
 
 # Exit codes of the `lakehouse` CLI (2, bad arguments, is argparse's). A
 # blocked quality gate has its own code so that Airflow can tell it from a
-# transient failure and not retry it (include/operators.py).
+# transient failure and not retry it (include/orchestration/operators.py).
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_BLOCKED = 3

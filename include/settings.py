@@ -96,7 +96,7 @@ class Settings:
             spark_auth_secret=os.environ.get("LAKEHOUSE_SPARK_AUTH_SECRET") or None,
         )
 
-    # Layout of the data root (CONTRACT.md section 1).
+    # Layout of the data root (docs/contract.md, section 1).
     @property
     def landing(self) -> Path:
         return self.data_root / "landing"

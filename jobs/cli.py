@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from include.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_USAGE, LakehouseError
-from include.locks import writer_lock
 from include.settings import Settings
+from include.storage.locks import writer_lock
 from jobs.catalog import DERIVED_LAYERS, LAYERS
 
 if TYPE_CHECKING:
-    from jobs.pipeline import RunOutcome
+    from jobs.reports.outcome import RunOutcome
 
 EPILOG = """\
 data root: --data-root, else $LAKEHOUSE_DATA_ROOT, else ./data
@@ -297,14 +297,15 @@ def _blocked(outcome: RunOutcome) -> int:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    from include import quality
     from include.spark import get_spark
-    from jobs.monitoring import event_log_path
-    from jobs.pipeline import new_run_id, run_pipeline
-    from jobs.validate import results_path
+    from jobs.drivers.pipeline import run_pipeline
+    from jobs.quality import gate
+    from jobs.quality.validate import results_path
+    from jobs.reports.monitoring import event_log_path
+    from jobs.reports.outcome import new_run_id
 
     started = time.perf_counter()
-    quality.preload()
+    gate.preload()
     spark = get_spark(settings, app_name="lakehouse-run")
     startup = time.perf_counter() - started
     print(f"spark {spark.version} master={spark.sparkContext.master} ({startup:.1f} s)")
@@ -320,11 +321,11 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
-    from include import quality
     from include.spark import get_spark
-    from jobs.pipeline import validate_tables
+    from jobs.drivers.pipeline import validate_tables
+    from jobs.quality import gate
 
-    quality.preload()
+    gate.preload()
     spark = get_spark(settings, app_name="lakehouse-validate", streaming=False)
     layers = in_order(args.layer, LAYERS)
     outcome = validate_tables(spark, settings, layers, echo=_echo, whole_table=not args.new_rows)
@@ -335,10 +336,10 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     from include.spark import get_spark
-    from jobs.backfill import Dates, run_backfill
     from jobs.dates import DateRange
-    from jobs.late import pending_dates
-    from jobs.recovery import streams_behind
+    from jobs.drivers.backfill import Dates, run_backfill
+    from jobs.drivers.late import pending_dates
+    from jobs.drivers.recovery import streams_behind
 
     if args.pending == (args.start is not None or args.end is not None):
         print("lakehouse backfill: give --start and --end, or --pending", file=sys.stderr)
@@ -377,7 +378,7 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_parity(args: argparse.Namespace, settings: Settings) -> int:
     from include.spark import get_spark
     from jobs.dates import DateRange
-    from jobs.parity import run_parity
+    from jobs.drivers.parity import run_parity
 
     dates = DateRange(args.start, args.end)
     spark = get_spark(settings, app_name="lakehouse-parity", streaming=False)
@@ -395,7 +396,7 @@ def cmd_parity(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_state(args: argparse.Namespace, settings: Settings) -> int:
     from include.spark import get_spark
-    from jobs.monitoring import describe_state
+    from jobs.reports.monitoring import describe_state
 
     spark = get_spark(settings, app_name="lakehouse-state", streaming=False)
     operators = describe_state(spark, settings)
@@ -408,7 +409,7 @@ def cmd_state(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_recover(args: argparse.Namespace, settings: Settings) -> int:
     from include.spark import get_spark
-    from jobs.recovery import recover_layer
+    from jobs.drivers.recovery import recover_layer
 
     spark = get_spark(settings, app_name="lakehouse-recover", streaming=False)
     for layer in in_order(args.layer, LAYERS):
@@ -419,7 +420,7 @@ def cmd_recover(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    from jobs.tables import fingerprint_changes, tables_to_migrate
+    from jobs.drivers.tables import fingerprint_changes, tables_to_migrate
 
     tables = tables_to_migrate(settings)
     if not tables:
@@ -429,7 +430,7 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
         changes = fingerprint_changes(settings, table) or ["computed from a changed table"]
         print(f"{table.id}: {'; '.join(changes)}")
     from include.spark import get_spark
-    from jobs.recovery import recover_tables
+    from jobs.drivers.recovery import recover_tables
 
     spark = get_spark(settings, app_name="lakehouse-migrate", streaming=False)
     retired = recover_tables(spark, settings, tables, echo=_echo)
@@ -440,7 +441,7 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
     from include.spark import get_spark
-    from jobs.maintain import expire_reports, maintain_tables
+    from jobs.drivers.maintain import expire_reports, maintain_tables
 
     started = time.perf_counter()
     spark = get_spark(settings, app_name="lakehouse-maintain", streaming=False)

@@ -1,6 +1,6 @@
 """A Delta table's log read without Spark (delta-rs): versions, micro-batches, writers.
 
-The checkpoint guards (`include.checkpoints`) run before any streaming query
+The checkpoint guards (`include.storage.checkpoints`) run before any streaming query
 starts and decide whether to start it at all, so they must answer in
 milliseconds and without a JVM: does the table exist, what is its latest
 version, which micro-batch of a stream does it hold, which streams wrote it,

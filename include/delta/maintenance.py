@@ -7,7 +7,7 @@ VACUUM then deletes every file in the table's folder that no version within
 the retention window references: files of compacted-away versions, and files
 written by a writer that died before its commit. Time travel further back
 than that window is no longer possible; a stream that has not read the
-table to its end is never left without its files (`jobs.maintain` skips the
+table to its end is never left without its files (`jobs.drivers.maintain` skips the
 vacuum of such a table and says which stream is behind).
 """
 

@@ -14,7 +14,7 @@ Spark's operators:
   attribution join holds impressions back by its window before they reach
   the windows after it);
 - `state`: sessions and user status close inside their state functions
-  (`jobs.state`), which are given the watermark.
+  (`jobs.transforms.state`), which are given the watermark.
 """
 
 from __future__ import annotations

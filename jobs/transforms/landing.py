@@ -138,7 +138,7 @@ def parse_landing_lines(
 
         types = {name: F.col(f"_type_{name}") for name in names}
         text = {name: F.col(f"_text_{name}") for name in names}
-        # An empty or blank string is as good as no value (CONTRACT.md section 7):
+        # An empty or blank string is as good as no value (docs/contract.md, section 7):
         # otherwise every event with `"event_id": ""` would be one event to dedup.
         blank = {name: text[name].rlike(BLANK) for name in names}
         missing = {

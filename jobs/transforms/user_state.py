@@ -1,4 +1,4 @@
-"""Spark adapters for the per-user state functions in `jobs.state`.
+"""Spark adapters for the per-user state functions in `jobs.transforms.state`.
 
 applyInPandasWithState, not transformWithStateInPandas: the rules need a
 state value and an event-time timeout, which GroupState gives with exactly
@@ -17,7 +17,7 @@ the time the watermark must pass for that user; the bucket's timeout is the
 earliest of them. Called with the batch watermark, the bucket advances the
 users with new actions and the users whose time has passed, exactly the
 calls Spark makes per user with one state and one timeout each (the unit
-rules in `jobs.state` are the same).
+rules in `jobs.transforms.state` are the same).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from jobs.catalog import EVENT_DATE, EVENT_TIME, micros
-from jobs.state.sessions import Action, Session, advance_sessions, next_timeout
-from jobs.state.user_status import Status, advance_status, inactive_at
 from jobs.transforms.silver import delay
+from jobs.transforms.state.sessions import Action, Session, advance_sessions, next_timeout
+from jobs.transforms.state.user_status import Status, advance_status, inactive_at
 
 SESSION_ROWS = T.StructType(
     [

@@ -16,11 +16,11 @@ from airflow.sdk import CronDataIntervalTimetable
 from airflow.sdk.definitions.param import ParamsDict
 from airflow.sdk.exceptions import ParamValidationError
 
-from include.operators import LakehouseSubmitOperator
 from include.orchestration import ENTRY_POINT, OWNER, SPARK_CONN_ID, WRITERS_POOL, layer_tables
+from include.orchestration.operators import LakehouseSubmitOperator
 from jobs.catalog import LAYERS
 from jobs.cli import build_parser
-from jobs.validate import LAYER_CHECKS, RECONCILIATION
+from jobs.quality.validate import LAYER_CHECKS, RECONCILIATION
 from tests.helpers import REPO
 
 DAG_FILES = sorted((REPO / "dags").glob("*.py"))

@@ -11,7 +11,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from include.errors import EXIT_BLOCKED, EXIT_FAILED
-from include.operators import LakehouseSubmitOperator
+from include.orchestration.operators import LakehouseSubmitOperator
 
 VENV_BIN = Path(sys.executable).parent
 

@@ -28,11 +28,11 @@ import psutil
 import pytest
 from deltalake import DeltaTable
 
-from include.local_airflow import ADMIN, LocalAirflow
-from include.local_spark_cluster import LocalSparkCluster
-from include.processes import wait_until
-from jobs.progress import CAUGHT_UP
-from jobs.validate import last_passed_versions
+from dev.local_airflow import ADMIN, LocalAirflow
+from dev.local_spark_cluster import LocalSparkCluster
+from dev.processes import wait_until
+from jobs.quality.validate import last_passed_versions
+from jobs.reports.progress import CAUGHT_UP
 from tests.helpers import (
     REPO,
     TABLE_NAMES,

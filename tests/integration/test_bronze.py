@@ -7,8 +7,8 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from jobs.bronze import run_bronze
 from jobs.catalog import SOURCES
+from jobs.drivers.bronze import run_bronze
 from jobs.generate import GeneratorConfig, generate
 from tests.helpers import delta_count, delta_rows, delta_table, landing_lines
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from include.checkpoints import UPGRADE_COMMAND
 from include.delta.log import latest_version as delta_version
+from include.storage.checkpoints import UPGRADE_COMMAND
 from jobs.catalog import SOURCES
 from jobs.generate import GeneratorConfig, generate
 from tests.helpers import TABLE_NAMES, delta_rows, landing_lines, run_cli, settings_for

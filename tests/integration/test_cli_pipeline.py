@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from jobs.monitoring import event_log_path
+from jobs.reports.monitoring import event_log_path
 from tests.helpers import TABLE_NAMES, delta_count, delta_table, run_cli, settings_for
 
 pytestmark = pytest.mark.slow

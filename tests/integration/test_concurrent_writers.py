@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from include.locks import LOCK_FILE
+from include.storage.locks import LOCK_FILE
 from jobs.generate import GeneratorConfig, generate
 from tests.helpers import delta_rows, kill_group, run_cli, settings_for, start_cli
 

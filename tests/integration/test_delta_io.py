@@ -16,7 +16,6 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from include.checkpoints import CheckpointError, guard, latest_versions, record_read
 from include.delta import (
     StreamSink,
     append,
@@ -28,6 +27,7 @@ from include.delta import (
     replace_range,
 )
 from include.delta.log import committed_batch, streams_that_wrote, unread_commits
+from include.storage.checkpoints import CheckpointError, guard, latest_versions, record_read
 from tests.helpers import delta_count, delta_rows, delta_table, read_with_pyarrow_only
 
 SCHEMA = T.StructType(

@@ -24,8 +24,8 @@ import psutil
 import pytest
 from deltalake import DeltaTable
 
-from include.processes import tree_memory_bytes
-from jobs.bronze import ledger_path
+from dev.processes import tree_memory_bytes
+from jobs.quality.ledger import ledger_path
 from tests.helpers import delta_count, delta_table, kill_group, settings_for, start_cli
 
 pytestmark = pytest.mark.slow

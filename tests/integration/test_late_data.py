@@ -1,4 +1,4 @@
-"""Late data is reprocessed, not forgotten (CONTRACT.md section 8).
+"""Late data is reprocessed, not forgotten (docs/contract.md, section 8).
 
 Two days of events stream in; then events of the first day's first hour
 arrive, far below every watermark: the streams drop them. `lakehouse

@@ -1,4 +1,4 @@
-"""One answer in streaming and batch (CONTRACT.md section 5)."""
+"""One answer in streaming and batch (docs/contract.md, section 5)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from jobs.backfill import run_backfill
 from jobs.catalog import LAYERS, TABLES_BY_ID
 from jobs.dates import DateRange
+from jobs.drivers.backfill import run_backfill
+from jobs.drivers.parity import run_parity, streaming_watermark
+from jobs.drivers.pipeline import run_layer
 from jobs.generate import GeneratorConfig, generate
-from jobs.parity import run_parity, streaming_watermark
-from jobs.pipeline import run_layer
 from jobs.schemas import table_schema
 from tests.helpers import TABLE_NAMES, delta_rows, delta_table, settings_for
 

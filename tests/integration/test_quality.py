@@ -21,12 +21,13 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from include.errors import EXIT_BLOCKED
-from include.quality import load_suites
-from jobs.bronze import ledger_path
 from jobs.catalog import LAYERS, SOURCES
+from jobs.drivers.pipeline import run_pipeline, validate_tables
 from jobs.generate import GeneratorConfig, generate
-from jobs.pipeline import RunOutcome, run_pipeline, validate_tables
-from jobs.validate import LAYER_CHECKS, RECONCILIATION, results_path, suite_parameters
+from jobs.quality.gate import load_suites
+from jobs.quality.ledger import ledger_path
+from jobs.quality.validate import LAYER_CHECKS, RECONCILIATION, results_path, suite_parameters
+from jobs.reports.outcome import RunOutcome
 from tests.helpers import delta_count, delta_table, landing_lines, run_cli, settings_for
 
 pytestmark = pytest.mark.slow

@@ -10,8 +10,8 @@ import pytest
 from jobs import catalog
 from jobs.cli import main
 from jobs.dates import DateRange
+from jobs.drivers.parity import run_parity
 from jobs.generate import GeneratorConfig, generate
-from jobs.parity import run_parity
 from tests.helpers import delta_table, settings_for
 
 pytestmark = pytest.mark.slow

@@ -17,12 +17,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from include.checkpoints import CheckpointError
 from include.delta import StreamSink, append, ensure_table, read_stream
+from include.storage.checkpoints import CheckpointError
 from jobs.catalog import SOURCES
-from jobs.progress import StageResult
+from jobs.drivers.streaming import run_available_now
+from jobs.reports.progress import StageResult
 from jobs.schemas import bronze_schema, table_schema
-from jobs.streaming import run_available_now
 from jobs.transforms.gold import actions_per_window
 from jobs.transforms.silver import attribute_clicks, dedupe_events
 from jobs.transforms.user_state import USER_BUCKETS, sessionize_user_actions, track_user_status

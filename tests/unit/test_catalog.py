@@ -12,15 +12,15 @@ import sys
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from include.quality import load_suites
 from include.settings import Settings
 from jobs import catalog
 from jobs.catalog import EXPECTATIONS_DIR, LAYERS, SOURCES, TABLES, Closing
 from jobs.generate import GeneratorConfig, generate
+from jobs.quality.gate import load_suites
+from jobs.quality.validate import LAYER_CHECKS, suite_parameters
 from jobs.schemas import table_schema
 from jobs.transforms.closing import close
 from jobs.transforms.silver import attribute_clicks
-from jobs.validate import LAYER_CHECKS, suite_parameters
 from tests.helpers import REPO, landing_lines
 
 T0 = dt.datetime(2026, 11, 1, 10, 0)

@@ -158,10 +158,12 @@ def test_the_spark_cluster_requires_the_shared_secret(compose):
 
 
 def test_airflow_init_refuses_the_placeholder_secrets_before_anything_else(compose, tmp_path):
-    from include.deployment import PLACEHOLDER, SECRETS
+    from include.orchestration.deployment import PLACEHOLDER, SECRETS
 
     init = compose["services"]["airflow-init"]
-    assert init["command"][0].startswith("python -m include.deployment check-secrets &&")
+    assert init["command"][0].startswith(
+        "python -m include.orchestration.deployment check-secrets &&"
+    )
     # The Spark master waits for it too: no service starts with a placeholder secret.
     for name in ("airflow-apiserver", "airflow-scheduler", "spark-master"):
         assert "airflow-init" in compose["services"][name]["depends_on"], name
@@ -172,7 +174,7 @@ def test_airflow_init_refuses_the_placeholder_secrets_before_anything_else(compo
 
     def check(environment: dict[str, str]) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "include.deployment", "check-secrets"],
+            [sys.executable, "-m", "include.orchestration.deployment", "check-secrets"],
             cwd=REPO,
             env={"PATH": os.environ["PATH"], **environment},
             capture_output=True,

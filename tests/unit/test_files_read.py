@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from include.checkpoints import CheckpointError, caught_up, files_read
-from include.landing import landing_uri, manifest_files, manifest_name, scan_landing
+from include.storage.checkpoints import CheckpointError, caught_up, files_read
+from include.storage.landing import landing_uri, manifest_files, manifest_name, scan_landing
 
 
 def write_log(path: Path, files: list[str]) -> None:

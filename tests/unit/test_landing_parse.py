@@ -83,7 +83,7 @@ REJECTED_LINES = [
         b'{"event_id":null,"user_id":"u1","action":"view","event_time":null}',
         "missing required field(s): event_id, event_time",
     ),
-    # Empty and blank strings are missing values (CONTRACT.md section 7).
+    # Empty and blank strings are missing values (docs/contract.md, section 7).
     (
         b'{"event_id":"","user_id":" \\t","action":"view","event_time":"2026-11-01T12:00:00Z"}',
         "missing required field(s): event_id, user_id",

@@ -18,14 +18,19 @@ def pins(path: str) -> dict[str, str]:
 
 def test_lock_pins_every_package_exactly_and_agrees_with_the_top_level_pins():
     lock = pins("requirements.txt")
-    lines = [
-        line
-        for line in (REPO / "requirements.txt").read_text().splitlines()
-        if line and not line.startswith("#")
-    ]
-    assert all("==" in line for line in lines), "every locked package has an exact version"
+    tools = pins("requirements-dev.txt")
+    for path in ("requirements.txt", "requirements-dev.txt"):
+        lines = [
+            line
+            for line in (REPO / path).read_text().splitlines()
+            if line and not line.startswith(("#", "-r "))
+        ]
+        assert all("==" in line for line in lines), f"{path}: every package has an exact version"
+    assert not set(lock) & set(tools), "a package is pinned once"
     for name, version in pins("requirements.in").items():
         assert lock.get(name) == version, name
+    for name, version in pins("requirements-dev.in").items():
+        assert tools.get(name) == version, name
     # pyspark-client installs into pyspark/: a mismatch silently breaks pandas UDFs.
     assert lock["pyspark"] == lock["pyspark-client"]
 
@@ -57,7 +62,7 @@ def test_great_expectations_is_imported_only_when_validating():
     import sys
 
     code = (
-        "import sys, jobs.cli, jobs.pipeline, jobs.validate, include.quality; "
+        "import sys, jobs.cli, jobs.drivers.pipeline, jobs.quality.validate, jobs.quality.gate; "
         "print(any(m.split('.')[0] == 'great_expectations' for m in sys.modules))"
     )
     done = subprocess.run(

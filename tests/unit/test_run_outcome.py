@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 from jobs.catalog import LAYERS
-from jobs.pipeline import RunOutcome
-from jobs.progress import StageResult
+from jobs.reports.outcome import RunOutcome
+from jobs.reports.progress import StageResult
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 

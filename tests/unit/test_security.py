@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from include.local_airflow import LocalAirflow
-from include.local_spark_cluster import LocalSparkCluster
+from dev.local_airflow import LocalAirflow
+from dev.local_spark_cluster import LocalSparkCluster
 from include.settings import Settings
 from include.spark import session_conf
 from tests.helpers import REPO
 
-SHIPPED_CONFIG = ["docker-compose.yml", ".env.example", "Dockerfile", "include/local_airflow.py"]
+SHIPPED_CONFIG = ["docker-compose.yml", ".env.example", "Dockerfile", "dev/local_airflow.py"]
 
 
 def tracked_files() -> list[Path]:

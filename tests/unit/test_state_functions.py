@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from jobs.state.sessions import Action, advance_sessions, next_timeout, session_id, split_sessions
-from jobs.state.user_status import Status, advance_status, inactive_at
+from jobs.transforms.state.sessions import (
+    Action,
+    advance_sessions,
+    next_timeout,
+    session_id,
+    split_sessions,
+)
+from jobs.transforms.state.user_status import Status, advance_status, inactive_at
 
 MIN = 60 * 1_000_000  # one minute in microseconds
 T0 = 1_793_000_000 * 1_000_000

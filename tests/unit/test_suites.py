@@ -7,11 +7,16 @@ import re
 
 import pytest
 
-from include.quality import EXPECTATIONS_DIR, load_suite, load_suites
 from include.settings import Settings
 from jobs.catalog import LAYERS, SOURCES, TABLES_BY_ID
+from jobs.quality.gate import EXPECTATIONS_DIR, load_suite, load_suites
+from jobs.quality.validate import (
+    LAYER_CHECKS,
+    RECONCILIATION,
+    RECONCILIATION_SCHEMA,
+    suite_parameters,
+)
 from jobs.schemas import QUARANTINE_SCHEMA, bronze_schema, table_schema
-from jobs.validate import LAYER_CHECKS, RECONCILIATION, RECONCILIATION_SCHEMA, suite_parameters
 from tests.unit.test_landing_parse import REJECTED_LINES
 
 SUITES = load_suites(parameters=suite_parameters(Settings.load(data_root="unused")))

@@ -11,20 +11,20 @@ import importlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from include.checkpoints import (
+from include.delta import StreamSink, read_stream
+from include.settings import Settings
+from include.storage.checkpoints import (
     REBUILT_BY_BACKFILL,
     CheckpointError,
     read_sidecar,
     restart_version,
     write_sidecar,
 )
-from include.delta import StreamSink, read_stream
-from include.settings import Settings
 from jobs.catalog import Table, downstream_of, rules, tables_in
-from jobs.late import record_late_dates
-from jobs.progress import StageResult
+from jobs.drivers.late import record_late_dates
+from jobs.drivers.streaming import run_available_now
+from jobs.reports.progress import StageResult
 from jobs.schemas import table_schema
-from jobs.streaming import run_available_now
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -6,7 +6,7 @@ reviewed and versioned with the code. Each expectation states two things:
 - `severity`: `critical` blocks the stages after it, `warning` is reported only;
 - `meta.scope`: `new_rows` (checked on the rows written since the table last
   passed), `partitions` (on every row of the `event_date` partitions those
-  rows went to) or `table` (on the whole table). See jobs/validate.py.
+  rows went to) or `table` (on the whole table). See jobs/quality/validate.py.
 
 The GX context is ephemeral and built on first use, never at import: importing
 GX alone takes about 3 s, and the data root (where Data Docs go) is only known
@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from jobs.catalog import EXPECTATIONS_DIR
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-EXPECTATIONS_DIR = Path(__file__).resolve().parent.parent / "expectations"
 SCOPES = ("new_rows", "partitions", "table")
 SEVERITIES = ("critical", "warning")
 SAMPLE_SIZE = 5

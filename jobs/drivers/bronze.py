@@ -2,12 +2,12 @@
 
 One `availableNow` query per source with its own checkpoint. Before it
 starts, bronze lists the landing folder itself, following no link, and
-writes a manifest for each new file (`include.landing.scan_landing` says why
+writes a manifest for each new file (`include.storage.landing.scan_landing` says why
 Spark's file source does not list the landing folder); entries it never
 reads and files changed after their ingestion are reported by the run. The
 stream is Spark's file source over the manifests (it remembers which it has
 handed out); each micro-batch vets its gzip files, reads the lines of the
-readable ones and parses them (`include.landing` says why files are not
+readable ones and parses them (`include.storage.landing` says why files are not
 read by the stream itself). Each micro-batch is committed once to each table
 (Delta's idempotent writes, keyed by the query id and the batch id).
 Accepted lines go to `bronze/<source>`; rejected ones, and one row per
@@ -22,18 +22,17 @@ source, lines read = bronze rows + quarantine rows.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from include.checkpoints import UPGRADE_COMMAND, CheckpointError, files_read, read_sidecar
-from include.delta import StreamSink, append_rows
-from include.landing import (
+from include.delta import StreamSink
+from include.settings import Settings
+from include.storage.checkpoints import UPGRADE_COMMAND, CheckpointError, files_read, read_sidecar
+from include.storage.landing import (
     UNREADABLE,
     landing_uri,
     manifest_files,
@@ -43,55 +42,21 @@ from include.landing import (
     still_a_regular_file,
     unreadable_files,
 )
-from include.settings import Settings
 from jobs.catalog import SOURCES, Source
-from jobs.progress import StageResult
+from jobs.drivers.streaming import run_available_now
+from jobs.quality.ledger import record_lines_read
+from jobs.reports.progress import StageResult
 from jobs.schemas import QUARANTINE_SCHEMA, bronze_schema
-from jobs.streaming import run_available_now
 from jobs.transforms.landing import parse_landing_lines
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 GONE = f"{UNREADABLE}: deleted, or no longer a regular file, when bronze came to read it"
-LEDGER_SCHEMA = T.StructType(
-    [
-        T.StructField("source", T.StringType()),
-        T.StructField("query_id", T.StringType()),
-        T.StructField("batch_id", T.LongType()),
-        T.StructField("lines_read", T.LongType()),
-        T.StructField("recorded_at", T.TimestampType()),
-    ]
-)
-
-
-def ledger_path(settings: Settings) -> Path:
-    return settings.meta("bronze_ledger")
-
-
-def record_lines_read(
-    spark: SparkSession,
-    settings: Settings,
-    source: Source,
-    query_id: str,
-    batch_id: int,
-    lines_read: int,
-) -> None:
-    """One ledger row per micro-batch, committed once even when the batch is replayed."""
-    row = {
-        "source": source.name,
-        "query_id": query_id,
-        "batch_id": batch_id,
-        "lines_read": lines_read,
-        "recorded_at": dt.datetime.now(dt.UTC),
-    }
-    append_rows(
-        spark, ledger_path(settings), [row], LEDGER_SCHEMA, app_id=query_id, version=batch_id
-    )
 
 
 def manifests_folder(settings: Settings, source: str) -> Path:
-    """Where bronze keeps one manifest per landing file of `source` (`include.landing`)."""
+    """Where bronze keeps one manifest per landing file of `source` (`include.storage.landing`)."""
     return settings.checkpoint("landing_manifests", source)
 
 
@@ -148,7 +113,7 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: Source) -
             if counts[False]:
                 quarantine.write(rejected, batch_id)
             batch_lines = counts[True] + counts[False]
-            record_lines_read(spark, settings, source, bronze.app_id, batch_id, batch_lines)
+            record_lines_read(spark, settings, source.name, bronze.app_id, batch_id, batch_lines)
             lines_read += batch_lines
         finally:
             batch.unpersist()
@@ -194,7 +159,7 @@ def parsed_lines(
 ) -> DataFrame:
     """Every line of a micro-batch's files parsed, plus one row per unreadable file.
 
-    Gzip files are vetted before Spark reads anything (`include.landing`): an
+    Gzip files are vetted before Spark reads anything (`include.storage.landing`): an
     unreadable one becomes a quarantine row and is not read at all, so it can
     neither fail the batch nor exhaust memory. So does a file deleted, or
     swapped for a link, after its manifest was written.

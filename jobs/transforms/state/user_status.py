@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from jobs.state.sessions import Action
+from jobs.transforms.state.sessions import Action
 
 
 class Status(NamedTuple):

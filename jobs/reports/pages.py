@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from include.settings import Settings
-from jobs.progress import CAUGHT_UP
+from jobs.reports.progress import CAUGHT_UP
 
 if TYPE_CHECKING:
-    from jobs.pipeline import RunOutcome
+    from jobs.reports.outcome import RunOutcome
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }

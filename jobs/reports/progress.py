@@ -24,7 +24,7 @@ class StageResult:
     state_rows: int | None = None
     # Per stateful operator after the run: name, rows held, memory used (bytes).
     state_operators: list[dict[str, Any]] = field(default_factory=list)
-    # Not started: its sources had nothing it had not read (include.checkpoints.caught_up).
+    # Not started: its sources had nothing it had not read (include.storage.checkpoints.caught_up).
     caught_up: bool = False
     # What the run must tell its user beyond the figures (bronze: landing entries
     # it never reads, files changed after their ingestion), one line each.

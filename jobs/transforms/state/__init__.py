@@ -6,3 +6,5 @@ call them directly, the way Spark's TestGroupState serves mapGroupsWithState.
 Times are integer microseconds since the epoch (UTC); watermarks come from
 Spark in milliseconds and are converted once, at the adapter.
 """
+
+__all__ = ["sessions", "user_status"]

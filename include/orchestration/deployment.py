@@ -1,6 +1,6 @@
 """Checks the docker-compose deployment runs before it starts anything.
 
-`airflow-init` runs `python -m include.deployment check-secrets` first: every
+`airflow-init` runs `python -m include.orchestration.deployment check-secrets` first: every
 secret must be set and differ from the placeholder `.env.example` gives it,
 or the stack does not start (every Airflow service and the Spark master wait
 for `airflow-init` to succeed).
@@ -31,7 +31,7 @@ def unsafe_secrets(environ: Mapping[str, str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args != ["check-secrets"]:
-        print("usage: python -m include.deployment check-secrets", file=sys.stderr)
+        print("usage: python -m include.orchestration.deployment check-secrets", file=sys.stderr)
         return 2
     unsafe = unsafe_secrets(os.environ)
     if unsafe:

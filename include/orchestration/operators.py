@@ -5,7 +5,7 @@ data-quality check (exit 3) fails the task at once, without the retries meant
 for transient failures, because bad data does not heal by running again. It
 passes Delta Lake's jars (`make setup` fetched them) to spark-submit with
 `--jars`, found when the task runs, not when the scheduler parses the DAG.
-Kept apart from `include/orchestration.py`, which the scheduler imports on
+Kept apart from `include/orchestration/tasks.py`, which the scheduler imports on
 every parse and must stay cheap; this module is imported when a task is built.
 """
 

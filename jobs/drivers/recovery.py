@@ -6,7 +6,7 @@
   rows again after the backfill. `lakehouse backfill` refuses until a run has
   caught the streams up.
 - `recover_layer` (`lakehouse recover --layer L`): the documented way back
-  from a checkpoint that `include.checkpoints` refused. The layer's
+  from a checkpoint that `include.storage.checkpoints` refused. The layer's
   checkpoints are moved to `checkpoints/_retired/<time>/`; bronze streams
   restart reading every landing file but skip the files their tables already
   hold; silver and gold tables are rebuilt by backfill over every date in
@@ -28,23 +28,23 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from include.checkpoints import (
+from include.delta import append_rows, is_delta_table, read_table
+from include.delta.log import streams_that_wrote
+from include.settings import Settings
+from include.storage.checkpoints import (
     REBUILT_BY_BACKFILL,
     RETIRED,
     read_position,
     read_sidecar,
     write_sidecar,
 )
-from include.delta import append_rows, is_delta_table, read_table
-from include.delta.log import streams_that_wrote
-from include.settings import Settings
-from jobs.backfill import run_backfill
-from jobs.bronze import LEDGER_SCHEMA, ledger_path
 from jobs.catalog import EVENT_TIME, SOURCES, TABLES, Table, tables_in
 from jobs.dates import DateRange
-from jobs.streaming import read_sources, unread_inputs
-from jobs.tables import FINGERPRINT, fingerprint
-from jobs.validate import reconciliation_frame
+from jobs.drivers.backfill import run_backfill
+from jobs.drivers.streaming import read_sources, unread_inputs
+from jobs.drivers.tables import FINGERPRINT, fingerprint
+from jobs.quality.ledger import LEDGER_SCHEMA, ledger_path
+from jobs.quality.validate import reconciliation_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

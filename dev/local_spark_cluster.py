@@ -26,7 +26,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from include import processes
+from dev import processes
 from include.orchestration import REPO
 
 SPARK_CLASS = str(Path(sys.executable).with_name("spark-class"))
@@ -132,9 +132,7 @@ class LocalSparkCluster:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m include.local_spark_cluster", description=__doc__
-    )
+    parser = argparse.ArgumentParser(prog="python -m dev.local_spark_cluster", description=__doc__)
     parser.add_argument("action", choices=("start", "stop", "status"))
     parser.add_argument("--state", type=Path, default=REPO / ".spark-cluster")
     parser.add_argument("--port", type=int, default=7077, help="master port (default 7077)")

@@ -1,7 +1,7 @@
 """Data-quality checkpoints between stages: which tables each layer checks, and on which rows.
 
 A run checks each table with its suite (`expectations/<layer>/<table>.json`,
-see include/quality.py) right after the query that wrote it
+see jobs/quality/gate.py) right after the query that wrote it
 (`LayerValidation`); `lakehouse validate` checks whole layers
 (`validate_layer`).
 
@@ -42,10 +42,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from include.delta import append_rows, is_delta_table, latest_version, read_added_since, read_table
-from include.quality import Outcome, QualityGate, Suite, load_suites
 from include.settings import Settings
-from jobs.bronze import ledger_path
 from jobs.catalog import LAYERS, SOURCES, TABLES_BY_ID, bronze_tables, sql_parameters, tables_in
+from jobs.quality.gate import Outcome, QualityGate, Suite, load_suites
+from jobs.quality.ledger import ledger_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from include.delta import is_delta_table
 from include.delta.maintenance import TableMaintenance, compact_and_vacuum
 from include.settings import Settings
-from jobs.streaming import unread_inputs
+from jobs.drivers.streaming import unread_inputs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -103,7 +103,7 @@ def expire_reports(settings: Settings, keep_days: int, now: float | None = None)
         if not any(folder.iterdir()):
             folder.rmdir()
     if run_files:
-        from jobs.report import write_index
+        from jobs.reports.pages import write_index
 
         write_index(settings)
     return Expired(len(run_files), len(pages), len(folders))

@@ -14,33 +14,30 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
 from include.delta import is_delta_table, latest_version, read_added_since
-from include.quality import QualityGate
 from include.settings import Settings
-from jobs.bronze import run_bronze
 from jobs.catalog import LAYERS, SOURCES
-from jobs.monitoring import record_progress
-from jobs.progress import StageResult
-from jobs.tables import refuse_changed_rules, run_tables
-from jobs.transforms.landing import reason_class
-from jobs.validate import (
-    LAYER_CHECKS,
-    RECONCILIATION,
-    LayerCheck,
+from jobs.drivers.bronze import run_bronze
+from jobs.drivers.tables import refuse_changed_rules, run_tables
+from jobs.quality.gate import QualityGate
+from jobs.quality.validate import (
     LayerValidation,
     last_passed_versions,
     tables_written_by,
     validate_layer,
 )
+from jobs.reports.monitoring import record_progress
+from jobs.reports.outcome import RunOutcome, new_run_id
+from jobs.reports.pages import write_run_report
+from jobs.reports.progress import StageResult
+from jobs.transforms.landing import reason_class
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,55 +48,6 @@ def run_layer(spark: SparkSession, settings: Settings, layer: str) -> Iterator[S
     if layer == "bronze":
         return run_bronze(spark, settings)
     return run_tables(spark, settings, layer)
-
-
-def new_run_id(kind: str = "run") -> str:
-    return dt.datetime.now(dt.UTC).strftime(f"{kind}-%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
-
-
-@dataclass
-class RunOutcome:
-    """Everything the run summary shows."""
-
-    run_id: str
-    command: str
-    started_at: dt.datetime
-    seconds: float = 0.0
-    stages: list[StageResult] = field(default_factory=list)
-    checks: list[LayerCheck] = field(default_factory=list)
-    # Quarantined lines of this run (whole tables for `validate`) by source and reason class.
-    quarantine: dict[str, dict[str, int]] = field(default_factory=dict)
-    # The layers this run was asked to run (`lakehouse run --layer`), in order.
-    layers: tuple[str, ...] = ()
-    blocked_at: str | None = None
-    error: str | None = None
-    report: Path | None = None
-
-    @property
-    def not_run(self) -> list[str]:
-        """Queries a blocking failure kept from running: the rest of its layer, later layers."""
-        if self.blocked_at is None or self.command != "run":
-            return []
-        ran = {stage.stage for stage in self.stages}
-        later = list(self.layers[self.layers.index(self.blocked_at) + 1 :])
-        rest = [
-            table
-            for table in LAYER_CHECKS[self.blocked_at]
-            if table not in ran
-            and table.split("/")[0] == self.blocked_at
-            and table != RECONCILIATION
-        ]
-        return rest + later
-
-    @property
-    def status(self) -> str:
-        if self.error:
-            return "failed"
-        if any(check.failures for check in self.checks):
-            return "blocked" if self.command == "run" else "failed checks"
-        if any(check.warnings for check in self.checks):
-            return "passed with warnings"
-        return "passed"
 
 
 def _version(path: Path) -> int | None:
@@ -136,7 +84,6 @@ def _first_line(error: Exception) -> str:
 @contextmanager
 def reported(settings: Settings, outcome: RunOutcome) -> Iterator[RunOutcome]:
     """Time the run, note its error if it fails, and write its report whatever happens."""
-    from jobs.report import write_run_report
 
     started = time.perf_counter()
     try:

@@ -1,6 +1,6 @@
 """Local Airflow in one command: `make airflow-up`, `make airflow-down`.
 
-(Both call `python -m include.local_airflow start|stop|status`.)
+(Both call `python -m dev.local_airflow start|stop|status`.)
 
 Starts the api-server, scheduler and dag-processor (not `airflow standalone`,
 which forks 32 workers) on the embedded SQLite database in `.airflow/`, with
@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from include import processes
-from include.local_spark_cluster import LocalSparkCluster
+from dev import processes
+from dev.local_spark_cluster import LocalSparkCluster
 from include.orchestration import REPO, WRITERS_POOL
 
 ADMIN = "admin"
@@ -50,7 +50,7 @@ class LocalAirflow:
     parallelism: int = 2
     # Cron expression of lakehouse_incremental, or "none" for manual runs only.
     schedule: str | None = None
-    # The Spark standalone cluster's shared secret (include.local_spark_cluster), if any.
+    # The Spark standalone cluster's shared secret (dev.local_spark_cluster), if any.
     spark_secret_file: Path | None = None
 
     @property
@@ -163,7 +163,7 @@ class LocalAirflow:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m include.local_airflow", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m dev.local_airflow", description=__doc__)
     parser.add_argument("action", choices=("start", "stop", "status"))
     parser.add_argument("--home", type=Path, default=REPO / ".airflow", help="AIRFLOW_HOME")
     parser.add_argument("--port", type=int, default=8080, help="api-server port (default 8080)")

@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from include.checkpoints import (
+from include.settings import Settings
+from include.storage.checkpoints import (
     caught_up,
     explain_failure,
     guard,
@@ -16,9 +17,8 @@ from include.checkpoints import (
     record_read,
     unread_versions,
 )
-from include.settings import Settings
 from jobs.catalog import TABLES, Table
-from jobs.progress import StageResult, timed
+from jobs.reports.progress import StageResult, timed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

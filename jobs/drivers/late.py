@@ -1,7 +1,7 @@
 """Late data: which event dates hold rows the streams dropped, and which a backfill owes.
 
 A streaming query drops an input row whose event time is below its watermark
-(CONTRACT.md section 8: such rows reach the tables by the next night's
+(docs/contract.md, section 8: such rows reach the tables by the next night's
 `lakehouse backfill --pending`). Spark counts the rows it drops
 (`numRowsDroppedByWatermark`) but does not say which they were. So after a
 run in which a silver or gold stream dropped rows, `record_late_dates` looks
@@ -31,7 +31,7 @@ from pyspark.sql import types as T
 from include.delta import append_rows, is_delta_table, read_added_since, read_table
 from include.settings import Settings
 from jobs.catalog import DERIVED_LAYERS, EVENT_TIME
-from jobs.progress import StageResult
+from jobs.reports.progress import StageResult
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

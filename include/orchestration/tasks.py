@@ -1,6 +1,6 @@
 """What the Airflow DAGs share: how a `lakehouse` command is submitted, the pool, the assets.
 
-DAG files only wire tasks (STYLE.md). This module turns "run the silver layer"
+DAG files only wire tasks (docs/architecture.md). This module turns "run the silver layer"
 into a `SparkSubmitOperator` that submits `jobs/__main__.py`, the entry point
 of the `lakehouse` CLI, through the `spark_default` connection: local[*] by
 default, a standalone cluster when the connection says so.
@@ -24,9 +24,9 @@ from jobs.catalog import bronze_tables, tables_in
 if TYPE_CHECKING:
     from airflow.sdk import Asset
 
-    from include.operators import LakehouseSubmitOperator
+    from include.orchestration.operators import LakehouseSubmitOperator
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # `python -m jobs` as a file: spark-submit runs an application by path.
 ENTRY_POINT = REPO / "jobs" / "__main__.py"
 SPARK_CONN_ID = "spark_default"
@@ -40,7 +40,8 @@ DEFAULT_ARGS: dict[str, Any] = {
     "owner": OWNER,
     # Transient failures (a lost executor, a killed JVM) heal on retry: the
     # streams resume from their checkpoints and every write is idempotent.
-    "retries": 2,  # a failed blocking quality check is never retried (include/operators.py)
+    # A failed blocking quality check is never retried (include/orchestration/operators.py).
+    "retries": 2,
     "retry_delay": dt.timedelta(minutes=1),
     "retry_exponential_backoff": True,
     "max_retry_delay": dt.timedelta(minutes=10),
@@ -85,7 +86,7 @@ def lakehouse_submit(task_id: str, arguments: Any, **kwargs: Any) -> LakehouseSu
     checked request). The data root and the Python interpreter are passed
     in the environment, so driver, executors and the DAG's assets agree.
     """
-    from include.operators import LakehouseSubmitOperator
+    from include.orchestration.operators import LakehouseSubmitOperator
 
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     return LakehouseSubmitOperator(

@@ -46,7 +46,7 @@ from include.delta.log import (
     unread_commits,
 )
 from include.errors import LakehouseError
-from include.landing import local_path
+from include.storage.landing import local_path
 
 SIDECAR = "lakehouse.json"
 # In `lakehouse.json` of a stream `lakehouse recover` restarted over tables its

@@ -8,7 +8,7 @@ the closing rules applied to given watermarks:
   range closes exactly what a backfill of everything closes. Each table's
   dates in the range are replaced in one atomic, conflict-checked Delta commit
   (`gold/user_status`, a current-state table, is replaced whole).
-- `parity` (jobs/parity.py) uses the watermarks the streaming queries reached.
+- `parity` (jobs/drivers/parity.py) uses the watermarks the streaming queries reached.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from include.delta import ensure_table, read_table, replace_dates, replace_range
 from include.settings import Settings
 from jobs.catalog import DERIVED_LAYERS, EVENT_TIME, SOURCES, TABLES, Table, tables_in
 from jobs.dates import DateRange
-from jobs.late import record_backfill
-from jobs.progress import StageResult, timed
-from jobs.tables import refuse_changed_rules, transform_of
+from jobs.drivers.late import record_backfill
+from jobs.drivers.tables import refuse_changed_rules, transform_of
+from jobs.reports.progress import StageResult, timed
 from jobs.transforms.closing import close
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def run_backfill(
     """Recompute the layers' tables (or the given `tables`) for the dates.
 
     Gold comes from bronze, like silver. The dates of whole layers recomputed
-    are recorded in `_meta/backfills` (`jobs.late`): for a range, the dates
+    are recorded in `_meta/backfills` (`jobs.drivers.late`): for a range, the dates
     in it that bronze holds.
     """
     chosen = list(tables) if tables is not None else [t for t in TABLES if t.layer in layers]

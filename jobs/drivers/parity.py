@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 from include.delta import read_table
 from include.settings import Settings
-from jobs.backfill import compute_tables, in_range, write_range
 from jobs.catalog import TABLES
 from jobs.dates import DateRange
+from jobs.drivers.backfill import compute_tables, in_range, write_range
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

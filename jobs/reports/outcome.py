@@ -1,0 +1,60 @@
+"""What one run or validation did: the stages, the checks, and the status people read."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jobs.quality.validate import LAYER_CHECKS, RECONCILIATION, LayerCheck
+from jobs.reports.progress import StageResult
+
+
+def new_run_id(kind: str = "run") -> str:
+    return dt.datetime.now(dt.UTC).strftime(f"{kind}-%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
+
+
+@dataclass
+class RunOutcome:
+    """Everything the run summary shows."""
+
+    run_id: str
+    command: str
+    started_at: dt.datetime
+    seconds: float = 0.0
+    stages: list[StageResult] = field(default_factory=list)
+    checks: list[LayerCheck] = field(default_factory=list)
+    # Quarantined lines of this run (whole tables for `validate`) by source and reason class.
+    quarantine: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The layers this run was asked to run (`lakehouse run --layer`), in order.
+    layers: tuple[str, ...] = ()
+    blocked_at: str | None = None
+    error: str | None = None
+    report: Path | None = None
+
+    @property
+    def not_run(self) -> list[str]:
+        """Queries a blocking failure kept from running: the rest of its layer, later layers."""
+        if self.blocked_at is None or self.command != "run":
+            return []
+        ran = {stage.stage for stage in self.stages}
+        later = list(self.layers[self.layers.index(self.blocked_at) + 1 :])
+        rest = [
+            table
+            for table in LAYER_CHECKS[self.blocked_at]
+            if table not in ran
+            and table.split("/")[0] == self.blocked_at
+            and table != RECONCILIATION
+        ]
+        return rest + later
+
+    @property
+    def status(self) -> str:
+        if self.error:
+            return "failed"
+        if any(check.failures for check in self.checks):
+            return "blocked" if self.command == "run" else "failed checks"
+        if any(check.warnings for check in self.checks):
+            return "passed with warnings"
+        return "passed"
