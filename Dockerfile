@@ -24,6 +24,8 @@ COPY include ./include
 COPY jobs ./jobs
 COPY dags ./dags
 COPY expectations ./expectations
+# Error messages point at the runbook and the contract.
+COPY docs ./docs
 COPY --from=jars /jars/*.jar ./jars/
 RUN pip install --no-cache-dir --no-deps -e .
 

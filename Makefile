@@ -35,7 +35,7 @@ run: setup
 	$(BIN)/lakehouse generate --if-empty --events $(SAMPLE_EVENTS) --seed 7
 	$(BIN)/lakehouse run
 
-# Benchmarks (README, "Benchmarks"): figures as a table and JSON under data-bench/reports/.
+# Benchmarks (docs/benchmarks.md): figures as a table and JSON under data-bench/reports/.
 # BENCH_ARGS=--quick for small sizes (about 10 minutes); see python -m benchmarks --help.
 BENCH_ARGS ?=
 bench: setup
@@ -58,7 +58,7 @@ spark-cluster-up: setup
 spark-cluster-down: setup
 	$(BIN)/python -m dev.local_spark_cluster stop
 
-# CI runs `make test` (about 22 minutes on 2 cores); `make test-full` adds the long
+# CI runs `make test` (about 25 minutes on 2 cores); `make test-full` adds the long
 # variants marked `full` (crash storms, damaged checkpoints, concurrent writers,
 # live Airflow on a Spark cluster, thousands of files): about 75 minutes.
 test: setup browser lint typecheck

@@ -62,7 +62,7 @@ class Settings:
     max_files_per_trigger: int
     # Lines longer than this (in bytes) are quarantined instead of parsed.
     max_line_bytes: int
-    # How long a writer (run, backfill, maintain, recover) waits for another one.
+    # How long a writer (run, backfill, maintain, recover, migrate) waits for another one.
     lock_timeout_seconds: int
     # An event time more than this after its line's ingestion is quarantined
     # as "in the future" (a sender's wrong clock), before it can move a watermark.

@@ -90,11 +90,17 @@ def micros(name: str) -> int:
 
 @dataclass(frozen=True)
 class Source:
-    """An incoming event type: its required fields, in order, the id first."""
+    """An incoming event type: its required fields, in order, the id first.
+
+    `optional_fields` are strings that may be missing or null. Adding one is
+    safe on a running lakehouse: bronze gains the column (null in the rows
+    before), nothing downstream reads it until a table's transform does.
+    """
 
     name: str
     string_fields: tuple[str, ...]
     enums: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    optional_fields: tuple[str, ...] = ()
 
     @property
     def fields(self) -> tuple[str, ...]:

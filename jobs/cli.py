@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the data-quality checkpoints on the current tables and write the report",
         description="Run every expectation of the chosen layer(s) on the whole current tables, "
         "render Data Docs and a summary page under reports/, record the results in "
-        "lakehouse/_meta/dq_results. Exit 1 if a blocking expectation fails.",
+        "lakehouse/_meta/dq_results. Exit 3 if a blocking expectation fails.",
     )
     validate.add_argument(
         "--layer",
@@ -210,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         "again and skips the files bronze and quarantine already hold. silver, gold: rebuilds "
         "the layer's tables by backfill over every date in bronze; the streams' next run "
         "reads their sources whole to rebuild state and writes only rows the backfill did "
-        "not. See README, 'Recovering a stream'.",
+        "not. See docs/operations.md, 'Recovering a stream'.",
     )
     recover.add_argument(
         "--layer",
@@ -341,7 +341,8 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     from jobs.drivers.late import pending_dates
     from jobs.drivers.recovery import streams_behind
 
-    if args.pending == (args.start is not None or args.end is not None):
+    span = (args.start, args.end)
+    if (args.pending and span != (None, None)) or (not args.pending and None in span):
         print("lakehouse backfill: give --start and --end, or --pending", file=sys.stderr)
         return EXIT_USAGE
     chosen = None if args.pending else DateRange(args.start, args.end)

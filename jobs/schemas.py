@@ -40,11 +40,14 @@ def event_schema(source: Source) -> T.StructType:
 
 
 def bronze_schema(source: Source) -> T.StructType:
+    """The event fields, the bookkeeping columns, then the optional fields: a field
+    added later is a column added at the end of an existing table."""
     return T.StructType(
         [
             *event_schema(source).fields,
             T.StructField("_ingested_at", T.TimestampType()),
             T.StructField("_source_file", T.StringType()),
+            *(T.StructField(name, T.StringType()) for name in source.optional_fields),
         ]
     )
 

@@ -77,13 +77,15 @@ class StreamSink:
     merge_keys: list[str] = field(default_factory=list)
     # Insert only rows whose keys the table does not hold yet (see `write`).
     insert_new_keys: list[str] = field(default_factory=list)
+    # New columns at the end of `schema` are added to the table (bronze's optional fields).
+    add_columns: bool = False
     rows_written: int = 0
     batches_committed: int = 0
     batches_skipped: int = 0
     _app_id: str | None = None
 
     def __post_init__(self) -> None:
-        ensure_table(self.spark, self.table_path, self.schema, self.partition_by)
+        ensure_table(self.spark, self.table_path, self.schema, self.partition_by, self.add_columns)
 
     @property
     def app_id(self) -> str:

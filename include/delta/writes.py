@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -35,6 +36,8 @@ from include.faults import crash_point
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql import types as T
+
+log = logging.getLogger(__name__)
 
 # Delta's idempotent-write settings for commands that take no writer options (MERGE).
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -58,17 +61,30 @@ def _stream_metadata(app_id: str | None, version: int | None, **extra: str) -> s
 
 
 def ensure_table(
-    spark: SparkSession, path: str | Path, schema: T.StructType, partition_by: Sequence[str] = ()
+    spark: SparkSession,
+    path: str | Path,
+    schema: T.StructType,
+    partition_by: Sequence[str] = (),
+    add_columns: bool = False,
 ) -> None:
     """Create an empty table if none exists, so that readers always find one.
 
     An existing table must have the same columns: a mismatch is reported, not
-    silently evolved.
+    silently evolved. With `add_columns`, columns the schema adds after the
+    table's are added to it (nullable, one commit; older rows read null).
     """
     from delta.tables import DeltaTable
 
     if is_delta_table(path):
         found = columns(path)
+        added = schema.names[len(found) :]
+        if add_columns and added and schema.names[: len(found)] == found:
+            definitions = ", ".join(
+                f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields[len(found) :]
+            )
+            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({definitions})")
+            log.info("%s: added column(s) %s", path, ", ".join(added))
+            return
         if found != schema.names:
             raise LakehouseError(
                 f"Delta table {path} has columns {found}, the job writes {schema.names}; "
@@ -247,8 +263,19 @@ def replace_dates(df: DataFrame, path: str | Path, column: str, dates: Iterable[
 
 def replace_table(df: DataFrame, path: str | Path, overwrite_schema: bool = False) -> int:
     """Atomically replace every row of the table with `df` (one commit); with
-    `overwrite_schema`, its schema too (columns added, removed or retyped)."""
-    return _replace(df, path, None, "the table", overwrite_schema)
+    `overwrite_schema`, its schema too (columns added, removed or retyped).
+
+    The new columns stay nullable, as `ensure_table` creates them: a stream
+    appends nullable columns, and Delta refuses those into NOT NULL ones.
+    """
+    rows = _replace(df, path, None, "the table", overwrite_schema)
+    if overwrite_schema:
+        for column in df.schema.fields:
+            if not column.nullable:
+                df.sparkSession.sql(
+                    f"ALTER TABLE delta.`{path}` ALTER COLUMN `{column.name}` DROP NOT NULL"
+                )
+    return rows
 
 
 def rows_committed(spark: SparkSession, path: str | Path) -> int:

@@ -50,9 +50,9 @@ from include.storage.landing import local_path
 
 SIDECAR = "lakehouse.json"
 # In `lakehouse.json` of a stream `lakehouse recover` restarted over tables its
-# backfill rebuilt, until its first successful run (`jobs.silver.write_table`).
+# backfill rebuilt, until its first successful run (`jobs.drivers.tables.write_table`).
 REBUILT_BY_BACKFILL = "rebuilt_by_backfill"
-# Brings a data root of an older version to this one (README, 'Upgrading').
+# Brings a data root of an older version to this one (docs/operations.md, 'Upgrading').
 UPGRADE_COMMAND = "lakehouse recover --layer bronze --layer silver --layer gold"
 RETIRED = "_retired"
 
@@ -69,7 +69,7 @@ def recovery_advice(query: str) -> str:
     return (
         f"To recover, run `lakehouse recover --layer {layer}`: it moves the {layer} "
         f"checkpoints aside (kept under checkpoints/{RETIRED}/) and {rebuild}. "
-        "See README, 'Recovering a stream'."
+        "See docs/operations.md, 'Recovering a stream'."
     )
 
 
@@ -302,7 +302,7 @@ def guard(checkpoint: Path, query: str, tables: list[Path]) -> None:
                 f"To upgrade, run `{UPGRADE_COMMAND}` once: it restarts the bronze streams "
                 "(skipping the landing files bronze holds), rebuilds the silver and gold tables "
                 "by backfill from bronze and restarts their streams with new checkpoints (the "
-                f"old ones are kept under checkpoints/{RETIRED}/). See README, 'Upgrading'.",
+                f"old ones are kept under checkpoints/{RETIRED}/). See docs/operations.md, 'Upgrading'.",
             )
         for table in tables:
             if not is_delta_table(table):

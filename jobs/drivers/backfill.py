@@ -128,13 +128,17 @@ def write_range(
     return results
 
 
+def _columns(frame: DataFrame) -> list[tuple[str, str]]:
+    return [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
+
+
 def _replace(
     frame: DataFrame, table: Table, target: Settings, dates: Dates, new_schema: bool
 ) -> int:
     path = target.table(table.layer, table.name)
     column = table.date_column
     ensure_table(frame.sparkSession, path, frame.schema, list(table.partition_by))
-    if new_schema and read_table(frame.sparkSession, path).schema != frame.schema:
+    if new_schema and _columns(read_table(frame.sparkSession, path)) != _columns(frame):
         return replace_table(frame, path, overwrite_schema=True)
     if column is None:
         return replace_table(frame, path)

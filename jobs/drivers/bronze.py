@@ -69,7 +69,11 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: Source) -
     refuse_a_checkpoint_of_landing_paths(checkpoint, query, manifests)
     scan = scan_landing(folder, manifests, settings.data_root)
     bronze = StreamSink(
-        spark, settings.table("bronze", source.name), bronze_schema(source), checkpoint
+        spark,
+        settings.table("bronze", source.name),
+        bronze_schema(source),
+        checkpoint,
+        add_columns=True,
     )
     quarantine = StreamSink(
         spark, settings.table("quarantine", source.name), QUARANTINE_SCHEMA, checkpoint
@@ -146,7 +150,7 @@ def refuse_a_checkpoint_of_landing_paths(checkpoint: Path, query: str, manifests
             query,
             "it was written by lakehouse 0.2 or older, whose bronze streams listed the "
             "landing folders themselves; bronze now reads a manifest per landing file.",
-            f"To upgrade, run `{UPGRADE_COMMAND}` once (see README, 'Upgrading').",
+            f"To upgrade, run `{UPGRADE_COMMAND}` once (see docs/operations.md, 'Upgrading').",
         )
 
 

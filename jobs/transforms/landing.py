@@ -87,7 +87,7 @@ def _join(separator: str, parts: list[Column]) -> Column:
 def parse_landing_lines(
     source: Source, max_line_bytes: int, future_tolerance: dt.timedelta
 ) -> Callable[[DataFrame], DataFrame]:
-    names = source.fields
+    names = (*source.fields, *source.optional_fields)
 
     def transform(lines: DataFrame) -> DataFrame:
         value = F.col("value")
@@ -147,7 +147,7 @@ def parse_landing_lines(
         # A string with a value: the rules on a field's content apply to these only.
         is_string = {name: (types[name] == "STRING") & ~blank[name] for name in names}
 
-        missing_list = _join(", ", [F.when(missing[n], F.lit(n)) for n in names])
+        missing_list = _join(", ", [F.when(missing[n], F.lit(n)) for n in source.fields])
         event_time = text[EVENT_TIME].try_cast("timestamp")
         time_text = _preview(text[EVENT_TIME])
         is_timestamp = is_string[EVENT_TIME] & text[EVENT_TIME].rlike(ISO_TIMESTAMP)
@@ -210,6 +210,8 @@ def parse_landing_lines(
             *[text[n].alias(n) for n in source.string_fields],
             # Typed only when accepted: a rejected line's "timestamp" may be any string.
             F.when(reason.isNull(), event_time).alias(EVENT_TIME),
+            # Optional: null when missing, null or blank.
+            *[F.when(is_string[n], text[n]).alias(n) for n in source.optional_fields],
             reason.alias("_reject_reason"),
             F.when(size > max_line_bytes, F.substring(raw, 1, RAW_PREVIEW_CHARS))
             .otherwise(raw)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
 from deltalake import DeltaTable
 
+from jobs import catalog
 from jobs.catalog import SOURCES
 from jobs.drivers.bronze import run_bronze
 from jobs.generate import GeneratorConfig, generate
@@ -131,3 +133,38 @@ def test_admission_control_splits_a_backlog_into_batches(spark, settings):
     log = settings.checkpoint("bronze", "impressions") / "sources" / "0"
     assert any(path.name.endswith(".compact") for path in log.iterdir())
     assert all(r.caught_up for r in run_bronze(spark, small_batches))
+
+
+def test_a_new_optional_field_flows_into_bronze_without_breaking_anything(
+    spark, settings, monkeypatch
+):
+    """A source gains a nullable field: bronze gets the column, older rows read null,
+    a wrong type is quarantined like any other, and the counts still reconcile."""
+    clicks = settings.landing / "clicks"
+    clicks.mkdir(parents=True)
+    base = '"click_id":"{0}","impression_id":"i","ad_id":"a","user_id":"u"'
+    moment = '"event_time":"2026-11-01T10:00:00Z"'
+    (clicks / "1.jsonl").write_text("{" + base.format("k1") + "," + moment + "}\n")
+    list(run_bronze(spark, settings))
+
+    with_referrer = dataclasses.replace(SOURCES["clicks"], optional_fields=("referrer",))
+    monkeypatch.setitem(catalog.SOURCES, "clicks", with_referrer)
+    (clicks / "2.jsonl").write_text(
+        "".join(
+            "{" + base.format(click) + f",{moment}{extra}" + "}\n"
+            for click, extra in (
+                ("k2", ',"referrer":"search"'),
+                ("k3", ""),
+                ("k4", ',"referrer":" "'),
+                ("k5", ',"referrer":42'),
+            )
+        )
+    )
+    results = {r.stage: r for r in run_bronze(spark, settings)}
+    assert results["bronze/clicks"].rows_out == {"bronze": 3, "quarantine": 1}
+    rows = delta_rows(settings.table("bronze", "clicks"), ["click_id", "referrer"])
+    assert rows == Counter({("k1", None): 1, ("k2", "search"): 1, ("k3", None): 1, ("k4", None): 1})
+    (reason,) = delta_rows(settings.table("quarantine", "clicks"), ["reason"])
+    assert reason == ("field 'referrer' must be a string, got bigint",)
+    bronze = delta_table(settings.table("bronze", "clicks")).column_names
+    assert bronze[-1] == "referrer" and "_source_file" in bronze

@@ -190,7 +190,8 @@ def test_silver_and_gold_are_what_they_would_be_without_the_bad_input(roots, lay
     ours = delta_rows(settings_for(hostile).table(layer, name))
     reference = delta_rows(settings_for(clean).table(layer, name))
     assert ours == reference
-    assert sum(ours.values()) > 0
+    # One day of input closes no day of a daily table: both are empty then.
+    assert sum(ours.values()) > 0 or name == "campaign_daily"
 
 
 def test_every_entry_never_read_is_named_by_each_run_and_its_report(roots):

@@ -187,3 +187,22 @@ def test_a_changed_rule_reaches_every_consumer(spark, tmp_path, two_hour_window)
         f"SELECT clicks FROM '{tmp_path / 'out' / 'ad_performance_hourly.parquet'}'"  # noqa: S608
     )
     assert hourly.fetchall() == [(1,)]
+
+
+def test_a_stream_records_its_rules_and_names_what_changed(tmp_path, monkeypatch):
+    from jobs.drivers.tables import fingerprint_changes, remember_fingerprint
+    from tests.helpers import settings_for
+
+    settings = settings_for(tmp_path)
+    table = catalog.table("gold/actions_10min")
+    settings.checkpoint(table.layer, table.name).mkdir(parents=True)
+    remember_fingerprint(settings, table)
+    assert fingerprint_changes(settings, table) == []
+
+    longer = dataclasses.replace(catalog.RULES, actions_window=dt.timedelta(minutes=15))
+    monkeypatch.setattr(catalog, "RULES", longer)
+    assert fingerprint_changes(settings, table) == ["actions_window: 0:10:00 -> 0:15:00"]
+
+    wider = dataclasses.replace(table, columns=(*table.columns, ("users", "long")))
+    (change,) = [c for c in fingerprint_changes(settings, wider) if c.startswith("columns")]
+    assert change.endswith("event_date date, users long")
