@@ -341,8 +341,8 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     from jobs.drivers.late import pending_dates
     from jobs.drivers.recovery import streams_behind
 
-    span = (args.start, args.end)
-    if (args.pending and span != (None, None)) or (not args.pending and None in span):
+    given = (args.start, args.end)
+    if (args.pending and given != (None, None)) or (not args.pending and None in given):
         print("lakehouse backfill: give --start and --end, or --pending", file=sys.stderr)
         return EXIT_USAGE
     chosen = None if args.pending else DateRange(args.start, args.end)

@@ -302,7 +302,8 @@ def guard(checkpoint: Path, query: str, tables: list[Path]) -> None:
                 f"To upgrade, run `{UPGRADE_COMMAND}` once: it restarts the bronze streams "
                 "(skipping the landing files bronze holds), rebuilds the silver and gold tables "
                 "by backfill from bronze and restarts their streams with new checkpoints (the "
-                f"old ones are kept under checkpoints/{RETIRED}/). See docs/operations.md, 'Upgrading'.",
+                f"old ones are kept under checkpoints/{RETIRED}/). "
+                "See docs/operations.md, 'Upgrading'.",
             )
         for table in tables:
             if not is_delta_table(table):

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from include.delta import ensure_table, read_table, replace_dates, replace_range, replace_table
+from include.delta import (
+    ensure_table,
+    is_delta_table,
+    read_table,
+    replace_dates,
+    replace_range,
+    replace_table,
+)
 from include.settings import Settings
 from jobs.catalog import DERIVED_LAYERS, EVENT_TIME, SOURCES, TABLES, Table, tables_in
 from jobs.dates import DateRange
@@ -170,22 +177,22 @@ def run_backfill(
     ids = {table.id for table in chosen}
     whole = [layer for layer in DERIVED_LAYERS if {t.id for t in tables_in(layer)} <= ids]
     if whole:
-        record_backfill(spark, settings, bronze_dates_in(spark, settings, dates), whole)
+        recorded = bronze_days(spark, settings, dates) if isinstance(dates, DateRange) else dates
+        record_backfill(spark, settings, sorted(recorded), whole)
     return results
 
 
-def bronze_dates_in(spark: SparkSession, settings: Settings, dates: Dates) -> list[dt.date]:
-    """The event dates of `dates` that bronze holds rows for."""
-    if not isinstance(dates, DateRange):
-        return sorted(dates)
+def bronze_days(
+    spark: SparkSession, settings: Settings, within: DateRange | None = None
+) -> list[dt.date]:
+    """The UTC event dates bronze holds rows for (within a range, if given), in order."""
     found: set[dt.date] = set()
     for name in SOURCES:
-        rows = (
-            read_table(spark, settings.table("bronze", name))
-            .select(F.to_date(EVENT_TIME).alias("day"))
-            .where(F.col("day").between(F.lit(dates.start), F.lit(dates.end)))
-            .distinct()
-            .collect()
-        )
-        found |= {row["day"] for row in rows}
+        path = settings.table("bronze", name)
+        if not is_delta_table(path):
+            continue
+        days = read_table(spark, path).select(F.to_date(EVENT_TIME).alias("day"))
+        if within is not None:
+            days = days.where(F.col("day").between(F.lit(within.start), F.lit(within.end)))
+        found |= {row["day"] for row in days.distinct().collect()}
     return sorted(found)

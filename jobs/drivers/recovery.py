@@ -26,8 +26,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pyspark.sql import functions as F
-
 from include.delta import append_rows, is_delta_table, read_table
 from include.delta.log import streams_that_wrote
 from include.settings import Settings
@@ -38,9 +36,9 @@ from include.storage.checkpoints import (
     read_sidecar,
     write_sidecar,
 )
-from jobs.catalog import EVENT_TIME, SOURCES, TABLES, Table, tables_in
+from jobs.catalog import SOURCES, TABLES, Table, tables_in
 from jobs.dates import DateRange
-from jobs.drivers.backfill import run_backfill
+from jobs.drivers.backfill import bronze_days, run_backfill
 from jobs.drivers.streaming import read_sources, unread_inputs
 from jobs.drivers.tables import FINGERPRINT, fingerprint
 from jobs.quality.ledger import LEDGER_SCHEMA, ledger_path
@@ -81,16 +79,8 @@ def bronze_dates(spark: SparkSession, settings: Settings) -> DateRange | None:
 
     One backfill over it costs what bronze holds, however far apart its dates.
     """
-    bounds = [
-        read_table(spark, path)
-        .select(F.to_date(EVENT_TIME).alias("day"))  # UTC: the session's time zone
-        .agg(F.min("day"), F.max("day"))
-        .first()
-        for path in (settings.table("bronze", s) for s in SOURCES)
-        if is_delta_table(path)
-    ]
-    days = [day for row in bounds if row and row[0] for day in (row[0], row[1])]
-    return DateRange(min(days), max(days)) if days else None
+    days = bronze_days(spark, settings)
+    return DateRange(days[0], days[-1]) if days else None
 
 
 def recover_layer(
