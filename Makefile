@@ -3,7 +3,8 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-# Sample size for `make run` when landing/ is empty.
+# Sample size for `make run` when landing/ is empty: two days, so that the first
+# day is closed and every table, the daily one too, has rows.
 SAMPLE_EVENTS ?= 20000
 
 # Local Airflow (make airflow-up): api-server port and the spark_default master.
@@ -32,7 +33,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	@touch $@
 
 run: setup
-	$(BIN)/lakehouse generate --if-empty --events $(SAMPLE_EVENTS) --seed 7
+	$(BIN)/lakehouse generate --if-empty --events $(SAMPLE_EVENTS) --seed 7 --days 2
 	$(BIN)/lakehouse run
 
 # Benchmarks (docs/benchmarks.md): figures as a table and JSON under data-bench/reports/.

@@ -95,6 +95,8 @@ V1_ROOT = Path("/tmp/lakehouse-v1-root")
 V1_FIXTURE = Path(__file__).parent.parent / "fixtures" / "data-root-v1.tar.gz"
 
 
+# About 3.5 minutes (two runs and a recovery of every layer): in `make test-full`.
+@pytest.mark.full
 def test_a_data_root_of_the_previous_version_upgrades_with_recover():
     shutil.rmtree(V1_ROOT, ignore_errors=True)
     V1_ROOT.mkdir(parents=True)
