@@ -84,7 +84,6 @@ def _first_line(error: Exception) -> str:
 @contextmanager
 def reported(settings: Settings, outcome: RunOutcome) -> Iterator[RunOutcome]:
     """Time the run, note its error if it fails, and write its report whatever happens."""
-
     started = time.perf_counter()
     try:
         yield outcome

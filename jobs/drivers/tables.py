@@ -96,11 +96,8 @@ def refuse_changed_rules(settings: Settings, layers: Iterable[str]) -> None:
     if not affected:
         return
     first = affected[0]
-    changes = "; ".join(
-        f"{t.id}: {', '.join(fingerprint_changes(settings, t))}"
-        for t in affected
-        if fingerprint_changes(settings, t)
-    )
+    changed = {t.id: fingerprint_changes(settings, t) for t in affected}
+    changes = "; ".join(f"{table}: {', '.join(c)}" for table, c in changed.items() if c)
     raise CheckpointError(
         settings.checkpoint(first.layer, first.name),
         first.id,

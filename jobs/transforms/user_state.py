@@ -133,6 +133,19 @@ def _advance_bucket(state: GroupState, frames: Iterator[pd.DataFrame], step: Use
     return rows
 
 
+def _with_state(
+    step: UserStep, to_frame: Callable[[list[Any]], pd.DataFrame]
+) -> Callable[[tuple, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
+    """The function Spark calls per bucket and micro-batch: `step` for its users, as a frame."""
+
+    def with_state(
+        key: tuple, frames: Iterator[pd.DataFrame], state: GroupState
+    ) -> Iterator[pd.DataFrame]:
+        yield to_frame(_advance_bucket(state, frames, step))
+
+    return with_state
+
+
 def _per_bucket(
     actions: DataFrame,
     rows: T.StructType,
@@ -190,12 +203,7 @@ def sessionize_user_actions(
     """
     gap_us = micros("session_gap")
     batch_watermark_us = _batch_us(watermark_ms)
-    step = partial(_session_step, gap_us)
-
-    def with_state(
-        key: tuple, frames: Iterator[pd.DataFrame], state: GroupState
-    ) -> Iterator[pd.DataFrame]:
-        yield _sessions_frame(_advance_bucket(state, frames, step))
+    with_state = _with_state(partial(_session_step, gap_us), _sessions_frame)
 
     def closed_sessions(key: tuple, frame: pd.DataFrame) -> pd.DataFrame:
         closed = [
@@ -269,12 +277,7 @@ def track_user_status(
     """Each user's current status (gold/user_status); streaming emits changes only."""
     timeout_us = micros("inactivity_timeout")
     batch_watermark_us = _batch_us(watermark_ms)
-    step = partial(_status_step, timeout_us)
-
-    def with_state(
-        key: tuple, frames: Iterator[pd.DataFrame], state: GroupState
-    ) -> Iterator[pd.DataFrame]:
-        yield _status_frame(_advance_bucket(state, frames, step))
+    with_state = _with_state(partial(_status_step, timeout_us), _status_frame)
 
     def latest_status(key: tuple, frame: pd.DataFrame) -> pd.DataFrame:
         statuses = [
