@@ -12,9 +12,10 @@ AIRFLOW_PORT ?= 8080
 SPARK_MASTER ?= local[*]
 
 .PHONY: setup browser run bench test test-full audit lint format typecheck lock clean \
-	airflow-up airflow-down airflow-status spark-cluster-up spark-cluster-down
+	airflow-up airflow-down airflow-status spark-cluster-up spark-cluster-down \
+	kafka-up kafka-down kafka-status
 
-setup: $(VENV)/.installed jars/.fetched
+setup: $(VENV)/.installed jars/.fetched jars/kafka-broker/.fetched
 
 # Delta Lake's Spark connector and its dependencies, at the versions jars/pom.xml
 # pins, copied from Maven Central into jars/ (git-ignored) once: runs never download.
@@ -22,6 +23,14 @@ jars/.fetched: jars/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Spark's Delta jars"; exit 1; }
 	rm -f jars/*.jar
 	mvn --batch-mode --quiet -Dstyle.color=never -f jars/pom.xml dependency:copy-dependencies -DoutputDirectory=.
+	@touch $@
+
+# Apache Kafka's own jars, for the local broker (make kafka-up) and the tests: never
+# on Spark's classpath.
+jars/kafka-broker/.fetched: jars/kafka-broker/pom.xml
+	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Apache Kafka's jars"; exit 1; }
+	rm -f jars/kafka-broker/*.jar
+	mvn --batch-mode --quiet -Dstyle.color=never -f jars/kafka-broker/pom.xml dependency:copy-dependencies -DoutputDirectory=.
 	@touch $@
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
@@ -51,6 +60,17 @@ airflow-down: setup
 
 airflow-status: setup
 	$(BIN)/python -m dev.local_airflow status
+
+# A single-node Apache Kafka broker (KRaft) on 127.0.0.1:9092, data in .kafka/ (docs/kafka.md).
+KAFKA_PORT ?= 9092
+kafka-up: setup
+	$(BIN)/python -m dev.kafka_broker start --port $(KAFKA_PORT)
+
+kafka-down: setup
+	$(BIN)/python -m dev.kafka_broker stop
+
+kafka-status: setup
+	$(BIN)/python -m dev.kafka_broker status
 
 # A Spark standalone master and worker on this machine (spark://127.0.0.1:7077).
 spark-cluster-up: setup

@@ -42,6 +42,28 @@ def _env_int(name: str, default: int, minimum: int = 1) -> int:
     return value
 
 
+def _env_bool(name: str, default: bool) -> bool:
+    raw = (os.environ.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw not in ("true", "false"):
+        raise ValueError(f"{name} must be true or false, got {raw!r}")
+    return raw == "true"
+
+
+# Kafka's legal topic names: letters, digits, '.', '_' and '-'.
+TOPIC_PREFIX = re.compile(r"[A-Za-z0-9._-]*")
+
+
+def _topic_prefix(prefix: str) -> str:
+    if not TOPIC_PREFIX.fullmatch(prefix):
+        raise ValueError(
+            f"LAKEHOUSE_KAFKA_TOPIC_PREFIX may hold letters, digits, '.', '_' and '-' only, "
+            f"got {prefix!r}"
+        )
+    return prefix
+
+
 STATE_STORES = ("rocksdb", "hdfs")
 
 
@@ -73,6 +95,14 @@ class Settings:
     # Shared secret of a Spark standalone cluster that requires authentication
     # (`spark.authenticate`): LAKEHOUSE_SPARK_AUTH_SECRET. None: no authentication.
     spark_auth_secret: str | None = field(default=None, repr=False)
+    # Kafka (docs/kafka.md): with bootstrap servers set, bronze also reads one topic
+    # per source, `<kafka_topic_prefix><source>`, at most this many messages per
+    # micro-batch. A run whose unread messages Kafka already deleted (retention)
+    # fails unless `kafka_fail_on_data_loss` is off (Spark's `failOnDataLoss`).
+    kafka_bootstrap_servers: str | None = None
+    kafka_topic_prefix: str = ""
+    kafka_max_offsets_per_trigger: int = 1_000_000
+    kafka_fail_on_data_loss: bool = True
 
     @classmethod
     def load(
@@ -80,6 +110,7 @@ class Settings:
         data_root: str | Path | None = None,
         spark_master: str | None = None,
         default_data_root: str | Path = DEFAULT_DATA_ROOT,
+        kafka_bootstrap_servers: str | None = None,
     ) -> Settings:
         root = data_root or os.environ.get("LAKEHOUSE_DATA_ROOT") or default_data_root
         return cls(
@@ -94,7 +125,21 @@ class Settings:
             future_tolerance=dt.timedelta(hours=_env_int("LAKEHOUSE_FUTURE_TOLERANCE_HOURS", 24)),
             state_store=_state_store(os.environ.get("LAKEHOUSE_STATE_STORE") or "rocksdb"),
             spark_auth_secret=os.environ.get("LAKEHOUSE_SPARK_AUTH_SECRET") or None,
+            kafka_bootstrap_servers=(
+                kafka_bootstrap_servers
+                or os.environ.get("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS")
+                or None
+            ),
+            kafka_topic_prefix=_topic_prefix(os.environ.get("LAKEHOUSE_KAFKA_TOPIC_PREFIX", "")),
+            kafka_max_offsets_per_trigger=_env_int(
+                "LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER", 1_000_000
+            ),
+            kafka_fail_on_data_loss=_env_bool("LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS", True),
         )
+
+    def kafka_topic(self, source: str) -> str:
+        """The topic of a source's messages (docs/contract.md, section 9)."""
+        return f"{self.kafka_topic_prefix}{source}"
 
     # Layout of the data root (docs/contract.md, section 1).
     @property

@@ -21,6 +21,7 @@ from include.storage.locks import writer_lock
 from jobs.catalog import DERIVED_LAYERS, LAYERS
 
 if TYPE_CHECKING:
+    from jobs.generate import GeneratorConfig
     from jobs.reports.outcome import RunOutcome
 
 EPILOG = """\
@@ -30,6 +31,9 @@ environment: LAKEHOUSE_SPARK_MASTER (default local[*]), LAKEHOUSE_SHUFFLE_PARTIT
              LAKEHOUSE_MAX_LINE_BYTES (default 1 MiB),
              LAKEHOUSE_LOCK_TIMEOUT (seconds a writer waits for another one, default 900),
              LAKEHOUSE_STATE_STORE (rocksdb or hdfs, for new stateful queries; default rocksdb)
+kafka:       LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS (unset: no Kafka), LAKEHOUSE_KAFKA_TOPIC_PREFIX,
+             LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER (default 1000000),
+             LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS (default true)
 """
 
 
@@ -65,6 +69,29 @@ def _positive(text: str) -> int:
     return value
 
 
+KAFKA_HELP = "Kafka brokers, host:port[,...] (default $LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS)"
+
+
+def _generator_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--events", type=_positive, required=True, help="number of distinct events"
+    )
+    command.add_argument(
+        "--seed", type=int, required=True, help="random seed (same seed, same lines)"
+    )
+    command.add_argument(
+        "--start", type=_date, default=_date("2026-11-01"), help="first day (UTC), YYYY-MM-DD"
+    )
+    command.add_argument("--days", type=int, default=1, help="days the events span (default 1)")
+    command.add_argument("--out-of-order-rate", type=_rate, default=0.10, help="default 0.10")
+    command.add_argument("--late-rate", type=_rate, default=0.005, help="default 0.005")
+    command.add_argument("--duplicate-rate", type=_rate, default=0.02, help="default 0.02")
+    command.add_argument("--malformed-rate", type=_rate, default=0.005, help="default 0.005")
+    command.add_argument(
+        "--file-minutes", type=int, default=60, help="arrival minutes per file (default 60)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakehouse",
@@ -86,25 +113,24 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write sample events for all sources into landing/ (deterministic by --seed). "
         "Rates are fractions of events; see jobs/generate.py for what each means.",
     )
-    gen.add_argument("--events", type=_positive, required=True, help="number of distinct events")
-    gen.add_argument("--seed", type=int, required=True, help="random seed (same seed, same files)")
-    gen.add_argument(
-        "--start", type=_date, default=_date("2026-11-01"), help="first day (UTC), YYYY-MM-DD"
-    )
-    gen.add_argument("--days", type=int, default=1, help="days the events span (default 1)")
-    gen.add_argument("--out-of-order-rate", type=_rate, default=0.10, help="default 0.10")
-    gen.add_argument("--late-rate", type=_rate, default=0.005, help="default 0.005")
-    gen.add_argument("--duplicate-rate", type=_rate, default=0.02, help="default 0.02")
-    gen.add_argument("--malformed-rate", type=_rate, default=0.005, help="default 0.005")
+    _generator_arguments(gen)
     gen.add_argument(
         "--gzip-rate", type=_rate, default=0.10, help="share of files gzipped, default 0.10"
     )
     gen.add_argument(
-        "--file-minutes", type=int, default=60, help="arrival minutes per file (default 60)"
-    )
-    gen.add_argument(
         "--if-empty", action="store_true", help="do nothing if landing/ already has files"
     )
+    produce = commands.add_parser(
+        "produce",
+        parents=[common],
+        help="publish the same sample events to the Kafka topics",
+        description="Publish what `generate` would write (same arguments, same lines: "
+        "duplicates, out-of-order, late and malformed included) as messages, one per line, "
+        "to the topic of each source (docs/kafka.md).",
+    )
+    _generator_arguments(produce)
+    produce.add_argument("--kafka-bootstrap-servers", help=KAFKA_HELP)
+    produce.add_argument("--spark-master", help="Spark master URL")
 
     run = commands.add_parser(
         "run",
@@ -121,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--spark-master", help="Spark master URL (default $LAKEHOUSE_SPARK_MASTER or local[*])"
+    )
+    run.add_argument(
+        "--kafka-bootstrap-servers",
+        help=KAFKA_HELP + "; when set, bronze also ingests the sources' topics",
     )
 
     validate = commands.add_parser(
@@ -252,13 +282,10 @@ def in_order(chosen: Sequence[str] | None, names: Sequence[str]) -> list[str]:
     return [name for name in names if not chosen or name in chosen]
 
 
-def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
-    from jobs.generate import GeneratorConfig, generate, landing_is_empty
+def _generator_config(args: argparse.Namespace, gzip_rate: float = 0.0) -> GeneratorConfig:
+    from jobs.generate import GeneratorConfig
 
-    if args.if_empty and not landing_is_empty(settings.landing):
-        print(f"landing: {settings.landing} already has files; not generating")
-        return 0
-    config = GeneratorConfig(
+    return GeneratorConfig(
         events=args.events,
         seed=args.seed,
         start=args.start,
@@ -267,13 +294,37 @@ def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
         late_rate=args.late_rate,
         duplicate_rate=args.duplicate_rate,
         malformed_rate=args.malformed_rate,
-        gzip_rate=args.gzip_rate,
+        gzip_rate=gzip_rate,
         file_minutes=args.file_minutes,
     )
+
+
+def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
+    from jobs.generate import generate, landing_is_empty
+
+    if args.if_empty and not landing_is_empty(settings.landing):
+        print(f"landing: {settings.landing} already has files; not generating")
+        return 0
     started = time.perf_counter()
-    summary = generate(config, settings.landing)
+    summary = generate(_generator_config(args, args.gzip_rate), settings.landing)
     print(summary.describe())
     print(f"landing: {settings.landing} ({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+def cmd_produce(args: argparse.Namespace, settings: Settings) -> int:
+    from include.spark import get_spark
+    from jobs.produce import produce
+
+    started = time.perf_counter()
+    spark = get_spark(settings, app_name="lakehouse-produce", streaming=False)
+    summary = produce(spark, settings, _generator_config(args))
+    print(summary.describe().rsplit("\n", 1)[0])
+    topics = ", ".join(settings.kafka_topic(source) for source in summary.lines)
+    print(
+        f"published {sum(summary.lines.values()):,} messages to {topics} on "
+        f"{settings.kafka_bootstrap_servers} ({time.perf_counter() - started:.1f} s)"
+    )
     return 0
 
 
@@ -455,6 +506,7 @@ def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
 
 COMMANDS = {
     "generate": cmd_generate,
+    "produce": cmd_produce,
     "run": cmd_run,
     "backfill": cmd_backfill,
     "parity": cmd_parity,
@@ -477,7 +529,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         settings = Settings.load(
-            data_root=args.data_root, spark_master=getattr(args, "spark_master", None)
+            data_root=args.data_root,
+            spark_master=getattr(args, "spark_master", None),
+            kafka_bootstrap_servers=getattr(args, "kafka_bootstrap_servers", None),
         )
         if args.command not in WRITERS:
             return COMMANDS[args.command](args, settings)

@@ -1,8 +1,8 @@
 """Spark schemas of every table, derived from the catalog (jobs/catalog.py).
 
 Explicit `StructType`s, never inferred: a source's event fields (strings and
-`event_time`), bronze (those plus `_ingested_at` and `_source_file`),
-quarantine, and each silver and gold table's columns.
+`event_time`), bronze (those plus `_ingested_at`, `_source_file` and the
+Kafka columns), quarantine, and each silver and gold table's columns.
 """
 
 from __future__ import annotations
@@ -19,6 +19,15 @@ SPARK_TYPES: dict[str, T.DataType] = {
     "date": T.DateType(),
 }
 
+# Where a row came from when it was a Kafka message (null for a landing line);
+# `_source_file` then reads `kafka:<topic>/<partition>/<offset>`. Last in bronze
+# and quarantine: added to tables written before Kafka ingestion existed.
+KAFKA_COLUMNS = (
+    T.StructField("_kafka_topic", T.StringType()),
+    T.StructField("_kafka_partition", T.IntegerType()),
+    T.StructField("_kafka_offset", T.LongType()),
+)
+
 QUARANTINE_SCHEMA = T.StructType(
     [
         T.StructField("raw", T.StringType()),
@@ -28,6 +37,7 @@ QUARANTINE_SCHEMA = T.StructType(
         T.StructField("raw_base64", T.StringType()),
         T.StructField("_source_file", T.StringType()),
         T.StructField("_ingested_at", T.TimestampType()),
+        *KAFKA_COLUMNS,
     ]
 )
 
@@ -40,14 +50,16 @@ def event_schema(source: Source) -> T.StructType:
 
 
 def bronze_schema(source: Source) -> T.StructType:
-    """The event fields, the bookkeeping columns, then the optional fields: a field
-    added later is a column added at the end of an existing table."""
+    """The event fields, the bookkeeping columns, the optional fields, then the Kafka
+    columns: what was added later are columns added at the end of existing tables.
+    (An optional field added from now on goes after the Kafka columns.)"""
     return T.StructType(
         [
             *event_schema(source).fields,
             T.StructField("_ingested_at", T.TimestampType()),
             T.StructField("_source_file", T.StringType()),
             *(T.StructField(name, T.StringType()) for name in source.optional_fields),
+            *KAFKA_COLUMNS,
         ]
     )
 

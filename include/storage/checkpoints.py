@@ -192,6 +192,14 @@ def _latest(folder: Path) -> Path | None:
     return max(numbered, key=lambda p: int(p.name), default=None)
 
 
+def _query_id(checkpoint: Path) -> str | None:
+    """The query id of a checkpoint, None if it has none (yet) or it is unreadable."""
+    try:
+        return str(json.loads((checkpoint / "metadata").read_text())["id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def read_position(checkpoint: Path, query: str) -> Position | None:
     """None for a checkpoint Spark has not started yet; raises if it is damaged."""
     metadata = checkpoint / "metadata"
@@ -270,10 +278,13 @@ def caught_up(
     return bool(sources) and not unread_versions(checkpoint, query, sources)
 
 
-def guard(checkpoint: Path, query: str, tables: list[Path]) -> None:
+def guard(
+    checkpoint: Path, query: str, tables: list[Path], other_writers: Sequence[Path] = ()
+) -> None:
     """Refuse to start `query` from a checkpoint that would lose or duplicate data.
 
-    `tables` are the Delta tables the query's sink commits to.
+    `tables` are the Delta tables the query's sink commits to; `other_writers`
+    the checkpoints of other streams that commit to them too.
     """
     sidecar = read_sidecar(checkpoint)
     if sidecar.get("query", query) != query:
@@ -284,6 +295,7 @@ def guard(checkpoint: Path, query: str, tables: list[Path]) -> None:
     if position is None:
         writers = set().union(*(streams_that_wrote(t) for t in tables)) if tables else set()
         known = set(sidecar.get("retired_query_ids", []))
+        known |= {_query_id(other) for other in other_writers} - {None}
         if writers - known:
             raise CheckpointError(
                 checkpoint,

@@ -22,6 +22,7 @@ source, lines read = bronze rows + quarantine rows.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +31,7 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from include.delta import StreamSink
+from include.errors import LakehouseError
 from include.settings import Settings
 from include.storage.checkpoints import UPGRADE_COMMAND, CheckpointError, files_read, read_sidecar
 from include.storage.landing import (
@@ -46,7 +48,7 @@ from jobs.catalog import SOURCES, Source
 from jobs.drivers.streaming import run_available_now
 from jobs.quality.ledger import record_lines_read
 from jobs.reports.progress import StageResult
-from jobs.schemas import QUARANTINE_SCHEMA, bronze_schema
+from jobs.schemas import KAFKA_COLUMNS, QUARANTINE_SCHEMA, bronze_schema
 from jobs.transforms.landing import parse_landing_lines
 
 if TYPE_CHECKING:
@@ -60,6 +62,100 @@ def manifests_folder(settings: Settings, source: str) -> Path:
     return settings.checkpoint("landing_manifests", source)
 
 
+class BronzeWriter:
+    """Commits parsed micro-batches of one input of a source to bronze and quarantine.
+
+    Accepted lines (or messages) go to `bronze/<source>`, rejected ones to
+    `quarantine/<source>`, each micro-batch once per table (the query's id and
+    the batch id), and the ledger gets how many it read. `skip_files`: per
+    table, landing files it already holds (after `lakehouse recover`).
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: Settings,
+        source: Source,
+        checkpoint: Path,
+        skip_files: dict[str, list[str]] | None = None,
+    ) -> None:
+        self.spark, self.settings, self.source = spark, settings, source
+        self.bronze = StreamSink(
+            spark,
+            settings.table("bronze", source.name),
+            bronze_schema(source),
+            checkpoint,
+            add_columns=True,
+        )
+        self.quarantine = StreamSink(
+            spark,
+            settings.table("quarantine", source.name),
+            QUARANTINE_SCHEMA,
+            checkpoint,
+            add_columns=True,
+        )
+        self.skip_files = skip_files or {}
+        self.lines_read = 0
+
+    @property
+    def tables(self) -> list[Path]:
+        return [self.bronze.table_path, self.quarantine.table_path]
+
+    def _new_lines(self, frame: DataFrame, table: str) -> DataFrame:
+        files = self.skip_files.get(table)
+        return frame.where(~F.col("_source_file").isin(files)) if files else frame
+
+    def write(self, batch: DataFrame, batch_id: int) -> None:
+        """`batch`: the parser's output (`jobs.transforms.landing`) for one micro-batch."""
+        for column in KAFKA_COLUMNS:
+            if column.name not in batch.columns:
+                batch = batch.withColumn(column.name, F.lit(None).cast(column.dataType))
+        # Parsed once, read three times (bronze, quarantine, count). On disk, not
+        # in memory: a micro-batch can be one landing file of any size, and
+        # caching it in memory ran a 1 GiB file out of a 1 GiB heap.
+        batch.persist(StorageLevel.DISK_ONLY)
+        try:
+            accepted = self._new_lines(batch.where(F.col("_reject_reason").isNull()), "bronze")
+            rejected = self._new_lines(
+                batch.where(F.col("_reject_reason").isNotNull()).withColumnRenamed(
+                    "_reject_reason", "reason"
+                ),
+                "quarantine",
+            )
+            if self.skip_files:
+                counts = {True: accepted.count(), False: rejected.count()}
+            else:
+                by_outcome = batch.groupBy(F.col("_reject_reason").isNull()).count().collect()
+                counts = {True: 0, False: 0} | {row[0]: row[1] for row in by_outcome}
+            # A table gets no commit for a batch without rows for it: an empty
+            # commit would start the streams downstream and their checks for nothing.
+            if counts[True]:
+                self.bronze.write(accepted, batch_id)
+            if counts[False]:
+                self.quarantine.write(rejected, batch_id)
+            batch_lines = counts[True] + counts[False]
+            record_lines_read(
+                self.spark,
+                self.settings,
+                self.source.name,
+                self.bronze.app_id,
+                batch_id,
+                batch_lines,
+            )
+            self.lines_read += batch_lines
+        finally:
+            batch.unpersist()
+
+    def finish(self, result: StageResult) -> StageResult:
+        # Spark counts the files (or messages) of each batch; the lines are what bronze reports.
+        result.rows_in = self.lines_read
+        result.rows_out = {
+            "bronze": self.bronze.rows_written,
+            "quarantine": self.quarantine.rows_written,
+        }
+        return result
+
+
 def run_bronze_source(spark: SparkSession, settings: Settings, source: Source) -> StageResult:
     query = f"bronze/{source.name}"
     checkpoint = settings.checkpoint("bronze", source.name)
@@ -68,73 +164,29 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: Source) -
     manifests = manifests_folder(settings, source.name)
     refuse_a_checkpoint_of_landing_paths(checkpoint, query, manifests)
     scan = scan_landing(folder, manifests, settings.data_root)
-    bronze = StreamSink(
-        spark,
-        settings.table("bronze", source.name),
-        bronze_schema(source),
-        checkpoint,
-        add_columns=True,
-    )
-    quarantine = StreamSink(
-        spark, settings.table("quarantine", source.name), QUARANTINE_SCHEMA, checkpoint
-    )
     # After `lakehouse recover --layer bronze` the new checkpoint reads every
     # landing file again: lines of files a table already holds are not written twice.
-    already_in = read_sidecar(checkpoint).get("skip_files", {})
-    lines_read = 0
-
-    def new_lines(frame: DataFrame, table: str) -> DataFrame:
-        files = already_in.get(table)
-        return frame.where(~F.col("_source_file").isin(files)) if files else frame
+    writer = BronzeWriter(
+        spark, settings, source, checkpoint, read_sidecar(checkpoint).get("skip_files", {})
+    )
 
     def write_batch(files: DataFrame, batch_id: int) -> None:
-        nonlocal lines_read
         listed = files.collect()
         ingested_at_us = listed[0]["_ingested_at_us"] if listed else 0
         uris = [landing_uri(row["manifest"]) for row in listed]
-        batch = parsed_lines(spark, settings, source, uris, ingested_at_us)
-        # Parsed once, read three times (bronze, quarantine, count). On disk, not
-        # in memory: a micro-batch can be one landing file of any size, and
-        # caching it in memory ran a 1 GiB file out of a 1 GiB heap.
-        batch.persist(StorageLevel.DISK_ONLY)
-        try:
-            accepted = new_lines(batch.where(F.col("_reject_reason").isNull()), "bronze")
-            rejected = new_lines(
-                batch.where(F.col("_reject_reason").isNotNull()).withColumnRenamed(
-                    "_reject_reason", "reason"
-                ),
-                "quarantine",
-            )
-            if already_in:
-                counts = {True: accepted.count(), False: rejected.count()}
-            else:
-                by_outcome = batch.groupBy(F.col("_reject_reason").isNull()).count().collect()
-                counts = {True: 0, False: 0} | {row[0]: row[1] for row in by_outcome}
-            # A table gets no commit for a batch without rows for it: an empty
-            # commit would start the streams downstream and their checks for nothing.
-            if counts[True]:
-                bronze.write(accepted, batch_id)
-            if counts[False]:
-                quarantine.write(rejected, batch_id)
-            batch_lines = counts[True] + counts[False]
-            record_lines_read(spark, settings, source.name, bronze.app_id, batch_id, batch_lines)
-            lines_read += batch_lines
-        finally:
-            batch.unpersist()
+        writer.write(parsed_lines(spark, settings, source, uris, ingested_at_us), batch_id)
 
     result = run_available_now(
         query,
         lambda: new_landing_files(spark, manifests, settings.max_files_per_trigger),
         checkpoint,
         write_batch,
-        [bronze.table_path, quarantine.table_path],
+        writer.tables,
         files=manifest_files(manifests),
+        other_writers=[kafka_checkpoint(settings, source)],
     )
     result.notices = scan.notices
-    # Spark counts the files of each batch; the lines are what bronze reports.
-    result.rows_in = lines_read
-    result.rows_out = {"bronze": bronze.rows_written, "quarantine": quarantine.rows_written}
-    return result
+    return writer.finish(result)
 
 
 def refuse_a_checkpoint_of_landing_paths(checkpoint: Path, query: str, manifests: Path) -> None:
@@ -192,6 +244,91 @@ def parsed_lines(
     )
 
 
+def kafka_checkpoint(settings: Settings, source: Source) -> Path:
+    return settings.checkpoint("bronze_kafka", source.name)
+
+
+def run_kafka_source(spark: SparkSession, settings: Settings, source: Source) -> StageResult:
+    """The messages of the source's topic since the last run into bronze and quarantine.
+
+    Spark's Kafka source keeps the offsets in the checkpoint; the first run
+    starts at the earliest offsets. A message's ingestion time is the micro-
+    batch's timestamp, which Spark keeps in its offset log: a replayed batch
+    parses (and so accepts or rejects) every message exactly as the first try did.
+    """
+    topic = settings.kafka_topic(source.name)
+    query = f"bronze/{source.name}[kafka]"
+    checkpoint = kafka_checkpoint(settings, source)
+    writer = BronzeWriter(spark, settings, source, checkpoint)
+    parse = parse_landing_lines(source, settings.max_line_bytes, settings.future_tolerance)
+
+    def messages() -> DataFrame:
+        stream = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", settings.kafka_bootstrap_servers)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("failOnDataLoss", str(settings.kafka_fail_on_data_loss).lower())
+            .option("maxOffsetsPerTrigger", settings.kafka_max_offsets_per_trigger)
+            .load()
+        )
+        return stream.select(
+            # A message without a value (a tombstone) is an empty line.
+            F.coalesce(F.col("value").cast("string"), F.lit("")).alias("value"),
+            F.format_string("kafka:%s/%d/%d", "topic", "partition", "offset").alias("_source_file"),
+            F.current_timestamp().alias("_ingested_at"),
+            F.col("topic").alias("_kafka_topic"),
+            F.col("partition").alias("_kafka_partition"),
+            F.col("offset").alias("_kafka_offset"),
+        )
+
+    try:
+        result = run_available_now(
+            query,
+            messages,
+            checkpoint,
+            lambda batch, batch_id: writer.write(batch.transform(parse), batch_id),
+            writer.tables,
+            other_writers=[settings.checkpoint("bronze", source.name)],
+        )
+    except Exception as error:
+        if not KAFKA_DATA_LOSS.search(str(error)):
+            raise
+        raise LakehouseError(data_loss_message(query, topic, str(error))) from error
+    return writer.finish(result)
+
+
+# Spark's errors for offsets a checkpoint holds that Kafka no longer has (KAFKA_DATA_LOSS.*).
+KAFKA_DATA_LOSS = re.compile(r"KAFKA_DATA_LOSS|Some data may have been lost")
+
+
+def data_loss_message(query: str, topic: str, spark_error: str) -> str:
+    detail = next(
+        (line.strip() for line in spark_error.splitlines() if KAFKA_DATA_LOSS.search(line)), ""
+    )
+    return (
+        f"{query}: messages of topic '{topic}' were deleted by Kafka (its retention) before "
+        "bronze read them; nothing was written for this topic. To go on without them, run "
+        "once with LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS=false (bronze then continues from the "
+        "oldest message Kafka still has); to avoid it, run more often than the topic's "
+        f"retention.ms or raise it (docs/kafka.md). Spark said: {detail[:300]}"
+    )
+
+
 def run_bronze(spark: SparkSession, settings: Settings) -> Iterator[StageResult]:
+    """Per source, its landing files, then its Kafka topic when one is configured.
+
+    Two queries, not one reading both inputs: each input keeps its own
+    checkpoint, so turning Kafka on (or off) leaves the landing stream's
+    checkpoint valid (Spark refuses a checkpoint whose query gained or lost a
+    source), an expired topic stops only its own query, and the file stream
+    keeps the manifests and file vetting it needs while Kafka's source keeps
+    its offsets. Both commit to the same bronze and quarantine tables (each
+    micro-batch once, keyed by its own query id); the tables' checks run after both.
+    """
     for source in SOURCES.values():
-        yield run_bronze_source(spark, settings, source)
+        files = run_bronze_source(spark, settings, source)
+        files.checks_after_next = bool(settings.kafka_bootstrap_servers)
+        yield files
+        if settings.kafka_bootstrap_servers:
+            yield run_kafka_source(spark, settings, source)

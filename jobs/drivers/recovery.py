@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pyspark.sql import functions as F
+
 from include.delta import append_rows, is_delta_table, read_table
 from include.delta.log import streams_that_wrote
 from include.settings import Settings
@@ -207,5 +209,8 @@ def restate_ledger(
 def _files_in(spark: SparkSession, table: Path) -> list[str]:
     if not is_delta_table(table):
         return []
-    rows = read_table(spark, table).select("_source_file").distinct().collect()
+    rows = read_table(spark, table)
+    if "_kafka_topic" in rows.columns:  # Kafka messages: their own stream, not recovered here
+        rows = rows.where(F.col("_kafka_topic").isNull())
+    rows = rows.select("_source_file").distinct().collect()
     return sorted(row[0] for row in rows)

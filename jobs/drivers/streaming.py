@@ -36,6 +36,7 @@ def run_available_now(
     files: Sequence[Path] | None = None,
     sources: Sequence[Path] = (),
     after_run: Callable[[StageResult], object] | None = None,
+    other_writers: Sequence[Path] = (),
 ) -> StageResult:
     """Process everything available now, in micro-batches, then stop.
 
@@ -45,9 +46,11 @@ def run_available_now(
     a stream of landing files, what its source would list now. A stream that
     has read all its input is not started at all: it would plan no batch, and
     starting it costs a second or more. `after_run` sees the result of a run
-    that completed, before its sidecar records what it read.
+    that completed, before its sidecar records what it read. `other_writers`:
+    checkpoints of the other streams that commit to the same tables (bronze's
+    landing-file and Kafka streams).
     """
-    guard(checkpoint, name, list(tables))
+    guard(checkpoint, name, list(tables), other_writers)
     result = StageResult(name)
     if caught_up(checkpoint, name, files, sources):
         result.caught_up = True

@@ -310,8 +310,12 @@ def check_table(
 
 
 def tables_written_by(query: str) -> tuple[str, ...]:
-    """The tables a stage's query writes: a bronze query also writes its quarantine."""
-    layer, name = query.split("/")
+    """The tables a stage's query writes: a bronze query also writes its quarantine.
+
+    `bronze/<source>[kafka]`, the query of the source's topic, writes the same two.
+    """
+    layer, name = query.split("[")[0].split("/")
+    query = f"{layer}/{name}"
     return (query, f"quarantine/{name}") if layer == "bronze" else (query,)
 
 

@@ -29,6 +29,9 @@ class StageResult:
     # What the run must tell its user beyond the figures (bronze: landing entries
     # it never reads, files changed after their ingestion), one line each.
     notices: list[str] = field(default_factory=list)
+    # Another query writes the same tables next in this run (bronze's landing files,
+    # then its Kafka topic): their checks wait for it, and check both at once.
+    checks_after_next: bool = False
     # Spark's progress of each micro-batch (JSON), for the event log.
     progress: list[dict[str, Any]] = field(default_factory=list, repr=False)
 

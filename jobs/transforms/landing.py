@@ -1,9 +1,11 @@
 """Parse raw landing lines into typed events, or a reason why not.
 
 Input: one row per line, `value` (the line's bytes as Spark read them),
-`_source_file` and `_ingested_at` (when the driver planned the micro-batch).
-Output: the source's typed fields, `_reject_reason` (null for an accepted
-line), `raw` / `raw_base64` for the quarantine, `_source_file`, `_ingested_at`.
+`_source_file` and `_ingested_at` (when the driver planned the micro-batch),
+and any other bookkeeping columns (a Kafka message's topic, partition and
+offset). Output: the source's typed fields, `_reject_reason` (null for an
+accepted line), `raw` / `raw_base64` for the quarantine, and the input's
+columns other than `value` unchanged.
 
 Every line yields exactly one output row, so lines read = accepted + rejected.
 Checks, in order: UTF-8, size, empty, JSON syntax, JSON object; then every
@@ -92,13 +94,13 @@ def parse_landing_lines(
     def transform(lines: DataFrame) -> DataFrame:
         value = F.col("value")
         is_utf8, size = F.col("_utf8"), F.col("_size")
+        bookkeeping = [name for name in lines.columns if name != "value"]
 
         # Every function of the line and of its parsed document, computed once
         # per line here: the rules below refer to each several times.
         with_doc = lines.select(
             "value",
-            "_source_file",
-            "_ingested_at",
+            *bookkeeping,
             F.expr("is_valid_utf8(value)").alias("_utf8"),
             F.octet_length(value).alias("_size"),
         ).withColumn(
@@ -219,8 +221,7 @@ def parse_landing_lines(
             F.when(~is_utf8 & (size <= max_line_bytes), F.base64(value.cast("binary"))).alias(
                 "raw_base64"
             ),
-            "_source_file",
-            "_ingested_at",
+            *bookkeeping,
         )
 
     return transform

@@ -1,0 +1,265 @@
+"""A single-node Apache Kafka broker on this machine: `make kafka-up`, `make kafka-down`.
+
+Apache Kafka itself (the `kafka.Kafka` server of `org.apache.kafka:kafka_2.13`),
+from the jars `make setup` fetched into jars/kafka-broker/ (its pom pins the
+version), in KRaft mode: one process is both broker and controller, no
+ZooKeeper. It listens on 127.0.0.1 only (clients on `port`, the controller on
+`port + 1`) and keeps its data in `<state>/data` (`.kafka/` in the checkout,
+git-ignored). Starting it creates one topic per source (`<prefix><source>`,
+`partitions` partitions each) with Kafka's own topic command, which is also
+how it knows the broker is ready.
+
+Tests start their own broker on free ports (`KafkaBroker(...).start()`) and
+stop it; `delete_records` is what Kafka's retention does to old messages, on
+demand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from dev import processes
+from include.orchestration import REPO
+from include.settings import Settings
+from jobs.catalog import SOURCES
+
+BROKER_JARS = REPO / "jars" / "kafka-broker"
+JAVA = os.environ.get("JAVA", "java")
+
+LOG4J = """\
+rootLogger.level = WARN
+rootLogger.appenderRef.console.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+logger.server.name = kafka.server.KafkaServer
+logger.server.level = INFO
+"""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on, with the next one free too."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        with socket.socket() as controller:
+            try:
+                controller.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two consecutive free ports on 127.0.0.1")
+
+
+@dataclass(frozen=True)
+class KafkaBroker:
+    state: Path
+    port: int = 9092
+    partitions: int = 3
+    heap: str = "512m"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def classpath(self) -> str:
+        if not any(BROKER_JARS.glob("kafka_2.13-*.jar")):
+            raise RuntimeError(
+                f"Apache Kafka's jars are not in {BROKER_JARS}: run `make setup` (it fetches "
+                "them with Maven, as jars/kafka-broker/pom.xml lists them)"
+            )
+        return str(BROKER_JARS / "*")
+
+    def _config(self) -> Path:
+        """The broker's server.properties (and its log4j configuration), written once."""
+        config = self.state / "server.properties"
+        data = self.state / "data"
+        client, controller = f"127.0.0.1:{self.port}", f"127.0.0.1:{self.port + 1}"
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{controller}",
+            "listeners": f"PLAINTEXT://{client},CONTROLLER://{controller}",
+            "advertised.listeners": f"PLAINTEXT://{client}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(data),
+            "num.partitions": str(self.partitions),
+            # One node: every internal topic has one replica.
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        self.state.mkdir(parents=True, exist_ok=True)
+        config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        (self.state / "log4j2.properties").write_text(LOG4J)
+        if not (data / "meta.properties").exists():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            self._tool("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config))
+        return config
+
+    def _java(self, main: str, *args: str, heap: str = "256m") -> list[str]:
+        log4j = self.state / "log4j2.properties"
+        return [
+            JAVA,
+            f"-Xmx{heap}",
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            self.classpath,
+            main,
+            *args,
+        ]
+
+    def _tool(self, main: str, *args: str) -> str:
+        """Run one of Kafka's command-line tools; its output, or an error with it."""
+        done = subprocess.run(
+            self._java(main, *args), capture_output=True, text=True, timeout=120, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{main} {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+        return done.stdout
+
+    def start(self, topics: Iterable[str] | None = None, timeout: float = 60) -> float:
+        """Start the broker and create the topics; the seconds it took until they existed."""
+        if processes.running(self.state):
+            raise RuntimeError(f"the broker in {self.state} is already running; stop it first")
+        started = time.monotonic()
+        config = self._config()
+        env = dict(os.environ)
+        broker = processes.start(
+            self.state,
+            "kafka",
+            self._java("kafka.Kafka", str(config), heap=self.heap),
+            env,
+        )
+        processes.wait_until(self._listening, timeout, "the broker to listen", [broker])
+        self.create_topics(topic_names() if topics is None else topics)
+        return time.monotonic() - started
+
+    def _listening(self) -> bool:
+        with socket.socket() as probe:
+            probe.settimeout(1)
+            return probe.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def create_topics(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            self._tool(
+                "org.apache.kafka.tools.TopicCommand",
+                "--bootstrap-server",
+                self.bootstrap_servers,
+                "--create",
+                "--if-not-exists",
+                "--topic",
+                topic,
+                "--partitions",
+                str(self.partitions),
+                "--replication-factor",
+                "1",
+            )
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """Per partition, the offset the next message will get (Kafka's GetOffsetShell)."""
+        out = self._tool(
+            "org.apache.kafka.tools.GetOffsetShell",
+            "--bootstrap-server",
+            self.bootstrap_servers,
+            "--topic",
+            topic,
+            "--time",
+            "-1",
+        )
+        offsets = {}
+        for line in out.split():
+            _, partition, offset = line.rsplit(":", 2)
+            offsets[int(partition)] = int(offset)
+        return offsets
+
+    def delete_records(self, topic: str) -> dict[int, int]:
+        """Delete every message of `topic` now, as retention would: the offsets it deleted up to."""
+        ends = self.end_offsets(topic)
+        request = {
+            "version": 1,
+            "partitions": [
+                {"topic": topic, "partition": p, "offset": offset} for p, offset in ends.items()
+            ],
+        }
+        with tempfile.NamedTemporaryFile("w", suffix=".json", dir=self.state) as file:
+            json.dump(request, file)
+            file.flush()
+            self._tool(
+                "org.apache.kafka.tools.DeleteRecordsCommand",
+                "--bootstrap-server",
+                self.bootstrap_servers,
+                "--offset-json-file",
+                file.name,
+            )
+        return ends
+
+    def stop(self) -> list[str]:
+        return processes.stop(self.state)
+
+
+def topic_names(settings: Settings | None = None) -> list[str]:
+    """One topic per source, with the configured prefix (docs/kafka.md)."""
+    prefix = (settings or Settings.load()).kafka_topic_prefix
+    return [f"{prefix}{source}" for source in SOURCES]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m dev.kafka_broker", description=__doc__)
+    parser.add_argument("action", choices=("start", "stop", "status"))
+    parser.add_argument("--state", type=Path, default=REPO / ".kafka")
+    parser.add_argument("--port", type=int, default=9092, help="client port (default 9092)")
+    parser.add_argument(
+        "--partitions", type=int, default=3, help="partitions per topic (default 3)"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    broker = KafkaBroker(args.state.resolve(), args.port, args.partitions)
+    if args.action == "stop":
+        stopped = broker.stop()
+        print(f"stopped: {', '.join(stopped)}" if stopped else "the broker was not running")
+        return 0
+    if args.action == "status":
+        if processes.print_status(broker.state):
+            print(f"listening on {broker.bootstrap_servers}: {broker._listening()}")
+        else:
+            print("not running")
+        return 0
+    try:
+        seconds = broker.start()
+    except (RuntimeError, TimeoutError) as error:
+        print(f"kafka: {error}", file=sys.stderr)
+        broker.stop()
+        return 1
+    print(f"Apache Kafka broker (KRaft) on {broker.bootstrap_servers}, ready in {seconds:.1f} s")
+    print(f"  topics: {', '.join(topic_names())} ({broker.partitions} partitions each)")
+    print(f"  data: {broker.state / 'data'}; logs: {broker.state / 'logs'}")
+    print(f"  use it: export LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS={broker.bootstrap_servers}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
