@@ -176,8 +176,9 @@ class KafkaBroker:
                 "1",
             )
 
-    def end_offsets(self, topic: str) -> dict[int, int]:
-        """Per partition, the offset the next message will get (Kafka's GetOffsetShell)."""
+    def end_offsets(self, topic: str, earliest: bool = False) -> dict[int, int]:
+        """Per partition, the offset the next message will get (Kafka's GetOffsetShell);
+        with `earliest`, the offset of the oldest message Kafka still has."""
         out = self._tool(
             "org.apache.kafka.tools.GetOffsetShell",
             "--bootstrap-server",
@@ -185,7 +186,7 @@ class KafkaBroker:
             "--topic",
             topic,
             "--time",
-            "-1",
+            "-2" if earliest else "-1",
         )
         offsets = {}
         for line in out.split():

@@ -2,10 +2,12 @@
 
 The same events `lakehouse generate` writes (duplicates, out-of-order, late
 and malformed lines included, from the same arguments), one message per line
-on the source's topic (`<prefix><source>`), in arrival order. The lines go
-through a scratch folder and Spark's own Kafka sink (`spark-sql-kafka-0-10`,
-the connector bronze reads with); the line's exact bytes are the message's
-value, with no key (Kafka spreads the messages over the topic's partitions).
+on the source's topic (`<prefix><source>`). The lines go through a scratch
+folder and Spark's own Kafka sink (`spark-sql-kafka-0-10`, the connector
+bronze reads with); the line's exact bytes are the message's value. The key
+is the event's `user_id` (as a producer keeping each user's events in order
+would do), so the messages spread over the topic's partitions; a line
+without one has no key. Bronze ignores keys.
 A topic the broker does not have is created with its default partition count
 when the broker allows it (`make kafka-up` creates them with 3).
 """
@@ -48,6 +50,7 @@ def produce(spark: SparkSession, settings: Settings, config: GeneratorConfig) ->
             (
                 lines.select(
                     F.lit(settings.kafka_topic(source)).alias("topic"),
+                    F.get_json_object("value", "$.user_id").alias("key"),
                     F.col("value").cast("binary").alias("value"),
                 )
                 .write.format("kafka")

@@ -1,0 +1,188 @@
+"""Bronze from Kafka, against a real Apache Kafka broker (KRaft) started for this module.
+
+The broker is Apache Kafka itself, from the jars `make setup` fetched
+(dev/kafka_broker.py), on free ports of 127.0.0.1. Each test publishes with
+`lakehouse produce`'s code (Spark's Kafka sink) to topics of its own prefix,
+and checks what bronze made of every message: each exactly once in bronze or
+quarantine, traceable to its topic, partition and offset, across runs,
+partitions and SIGKILLs; the same rows and reasons as the same lines read
+from landing files; the ingest ledger reconciled; streaming equal to batch
+downstream; and a topic whose unread messages expired fails with the
+documented message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import random
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from dev.kafka_broker import KafkaBroker, free_port
+from include.errors import LakehouseError
+from jobs.catalog import SOURCES
+from jobs.dates import DateRange
+from jobs.drivers.bronze import run_bronze
+from jobs.drivers.parity import run_parity
+from jobs.drivers.pipeline import run_pipeline
+from jobs.generate import GeneratorConfig, generate
+from jobs.produce import produce
+from jobs.quality.validate import reconciliation_frame
+from tests.helpers import delta_rows, kill_group, run_cli, settings_for, start_cli
+
+pytestmark = pytest.mark.slow
+
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory) -> KafkaBroker:
+    kafka = KafkaBroker(tmp_path_factory.mktemp("kafka"), free_port(), PARTITIONS)
+    kafka.start(topics=[])
+    yield kafka
+    kafka.stop()
+
+
+def kafka_settings(root: Path, broker: KafkaBroker, prefix: str, **overrides):
+    return settings_for(
+        root,
+        kafka_bootstrap_servers=broker.bootstrap_servers,
+        kafka_topic_prefix=prefix,
+        **overrides,
+    )
+
+
+def messages_in_tables(settings) -> Counter[tuple]:
+    """(topic, partition, offset) of every bronze and quarantine row that came from Kafka."""
+    found: Counter[tuple] = Counter()
+    for layer in ("bronze", "quarantine"):
+        for source in SOURCES:
+            rows = delta_rows(
+                settings.table(layer, source), ["_kafka_topic", "_kafka_partition", "_kafka_offset"]
+            )
+            found.update({row: n for row, n in rows.items() if row[0] is not None})
+    return found
+
+
+def every_message(broker: KafkaBroker, settings) -> Counter[tuple]:
+    """Every message the topics hold, once each: each partition's earliest offset to its end."""
+    found: Counter[tuple] = Counter()
+    for topic in (settings.kafka_topic(source) for source in SOURCES):
+        earliest = broker.end_offsets(topic, earliest=True)
+        for partition, end in broker.end_offsets(topic).items():
+            found.update((topic, partition, o) for o in range(earliest[partition], end))
+    return found
+
+
+def assert_reconciled(spark, settings) -> None:
+    for row in reconciliation_frame(spark, settings).collect():
+        assert row["lines_read"] == row["bronze_rows"] + row["quarantine_rows"], row
+
+
+def test_each_message_once_across_runs_and_partitions_as_files_would(spark, tmp_path, broker):
+    """Three rounds of publishing, each ingested in several micro-batches; the same lines
+    also arrive as landing files, and bronze and quarantine hold both copies alike."""
+    settings = kafka_settings(tmp_path / "data", broker, "once-", kafka_max_offsets_per_trigger=700)
+    published = Counter()
+    for seed in (31, 32, 33):
+        config = GeneratorConfig(events=1500, seed=seed, malformed_rate=0.02)
+        summary = produce(spark, settings, config)
+        published.update(summary.lines)
+        generate(config, settings.landing)  # the same lines, as files
+        results = {r.stage: r for r in run_bronze(spark, settings)}
+        assert results["bronze/impressions[kafka]"].batches > 1  # several micro-batches
+    # Nothing new: a run reads nothing.
+    again = {r.stage: r for r in run_bronze(spark, settings)}
+    assert all(r.rows_in == 0 for r in again.values())
+
+    assert messages_in_tables(settings) == every_message(broker, settings)
+    for source in SOURCES:
+        partitions = broker.end_offsets(settings.kafka_topic(source))
+        assert sum(partitions.values()) == published[source]
+        assert len([p for p, end in partitions.items() if end > 0]) > 1, "several partitions"
+        fields = [*SOURCES[source].fields, "_kafka_topic"]
+        bronze = delta_rows(settings.table("bronze", source), fields)
+        quarantine = delta_rows(
+            settings.table("quarantine", source), ["raw", "reason", "_kafka_topic"]
+        )
+        for rows in (bronze, quarantine):
+            from_kafka = Counter({r[:-1]: n for r, n in rows.items() if r[-1] is not None})
+            from_files = Counter({r[:-1]: n for r, n in rows.items() if r[-1] is None})
+            assert from_kafka == from_files
+        assert sum(n for r, n in quarantine.items() if r[-1]) > 0, "malformed messages"
+        assert all(reason for _, reason, _ in quarantine), "each with its reason"
+    assert_reconciled(spark, settings)
+
+
+def test_killed_runs_lose_and_duplicate_no_message(spark, tmp_path, broker, figures):
+    """`lakehouse run --layer bronze` SIGKILLed at random moments, twice, then run to the end."""
+    root = tmp_path / "data"
+    settings = kafka_settings(root, broker, "killed-")
+    produce(spark, settings, GeneratorConfig(events=6000, seed=41, malformed_rate=0.01))
+    env = {
+        "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
+        "LAKEHOUSE_KAFKA_TOPIC_PREFIX": "killed-",
+        "LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER": "400",
+    }
+    args = ("run", "--layer", "bronze", "--data-root", str(root))
+    rng = random.Random(41)
+    log = tmp_path / "runs.log"
+    kills = []
+    for _ in range(2):
+        moment = rng.uniform(8, 25)  # Spark starts in about 5 s; bronze then runs 20 s or more
+        process = start_cli(*args, env=env, output=log)
+        deadline = time.monotonic() + moment
+        while process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        finished = process.poll() is not None
+        kill_group(process)
+        kills.append(f"{'finished before' if finished else 'killed at'} {moment:.1f} s")
+    done = run_cli(*args, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures.append(f"kafka kills: {', '.join(kills)}")
+    assert any(k.startswith("killed") for k in kills), kills
+    assert messages_in_tables(settings) == every_message(broker, settings)
+    assert_reconciled(spark, settings)
+
+
+def test_parity_after_kafka_ingestion(spark, tmp_path, broker):
+    settings = kafka_settings(tmp_path / "data", broker, "parity-")
+    produce(spark, settings, GeneratorConfig(events=3000, seed=51, days=2, late_rate=0))
+    outcome = run_pipeline(spark, settings, "kafka-parity", echo=lambda line: None)
+    assert outcome.status == "passed", outcome.error
+    days = DateRange(dt.date(2026, 11, 1), dt.date(2026, 11, 2))
+    results, _ = run_parity(spark, settings, days)
+    assert sum(r.live_rows for r in results) > 0
+    assert [r.summary() for r in results if not r.equal] == []
+
+
+def test_expired_unread_messages_fail_the_run_with_what_to_do(spark, tmp_path, broker):
+    settings = kafka_settings(tmp_path / "data", broker, "expired-")
+    produce(spark, settings, GeneratorConfig(events=600, seed=61))
+    list(run_bronze(spark, settings))
+    produce(spark, settings, GeneratorConfig(events=600, seed=62))
+    deleted = broker.delete_records(settings.kafka_topic("clicks"))  # retention, at once
+
+    with pytest.raises(LakehouseError) as failure:
+        list(run_bronze(spark, settings))
+    message = str(failure.value)
+    assert (
+        "bronze/clicks[kafka]: messages of topic 'expired-clicks' were deleted by Kafka" in message
+    )
+    assert "LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS=false" in message
+
+    # The documented way on: accept the loss once; the messages Kafka still has are read.
+    accepting = dataclasses.replace(settings, kafka_fail_on_data_loss=False)
+    list(run_bronze(spark, accepting))
+    read = messages_in_tables(settings)
+    assert sum(deleted.values()) > 0
+    assert not any("clicks" in topic for topic, _, _ in every_message(broker, settings))
+    assert all(read[message] == 1 for message in every_message(broker, settings))
+    assert max(read.values()) == 1
+    assert_reconciled(spark, settings)
+    # And it stays healthy: the next run, with the default, reads on.
+    list(run_bronze(spark, settings))
