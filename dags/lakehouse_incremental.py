@@ -9,6 +9,11 @@ cheap when the layer task has just passed, and the place the layer's Assets
 are updated, so data-aware DAGs only ever see validated tables. A failed
 blocking check fails its task and nothing downstream runs.
 
+Kafka: when the Airflow Variable `lakehouse_kafka_bootstrap_servers` is set
+(Admin > Variables; host:port[,...]), or LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS in
+Airflow's environment, the bronze task also ingests the topics of the sources
+(docs/kafka.md). The Variable wins.
+
 Set LAKEHOUSE_INCREMENTAL_SCHEDULE to another cron expression, or to `none`
 for manual runs only.
 """
@@ -30,6 +35,11 @@ from include.orchestration import (
 from jobs.catalog import LAYERS
 
 SCHEDULE = os.environ.get("LAKEHOUSE_INCREMENTAL_SCHEDULE", "*/15 * * * *")
+# Rendered when the task runs: the Variable, or empty (then the environment decides).
+KAFKA_ARGUMENTS = [
+    "--kafka-bootstrap-servers",
+    "{{ var.value.get('lakehouse_kafka_bootstrap_servers', '') }}",
+]
 
 with DAG(
     dag_id="lakehouse_incremental",
@@ -48,7 +58,7 @@ with DAG(
         steps.append(
             lakehouse_submit(
                 layer,
-                ["run", "--layer", layer],
+                ["run", "--layer", layer, *(KAFKA_ARGUMENTS if layer == "bronze" else [])],
                 pool=WRITERS_POOL,
                 execution_timeout=dt.timedelta(minutes=60),
             )

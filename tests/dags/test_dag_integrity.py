@@ -7,8 +7,10 @@ import itertools
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
+import jinja2
 import pytest
 from airflow.dag_processing.dagbag import DagBag
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -18,6 +20,7 @@ from airflow.sdk.exceptions import ParamValidationError
 
 from include.orchestration import ENTRY_POINT, OWNER, SPARK_CONN_ID, WRITERS_POOL, layer_tables
 from include.orchestration.operators import LakehouseSubmitOperator
+from include.settings import Settings
 from jobs.catalog import LAYERS
 from jobs.cli import build_parser
 from jobs.quality.validate import LAYER_CHECKS, RECONCILIATION
@@ -123,6 +126,9 @@ def test_spark_tasks_submit_the_cli_entry_point_through_the_spark_connection(bag
             build_parser().parse_args(task.application_args)  # a command the CLI accepts
 
 
+KAFKA_VARIABLE = "{{ var.value.get('lakehouse_kafka_bootstrap_servers', '') }}"
+
+
 def test_incremental_dag_runs_each_layer_then_its_gate_every_15_minutes(bag):
     dag = bag.dags["lakehouse_incremental"]
     assert dag.timetable.expression == "*/15 * * * *"
@@ -131,13 +137,36 @@ def test_incremental_dag_runs_each_layer_then_its_gate_every_15_minutes(bag):
         assert dag.get_task(upstream).downstream_task_ids == {downstream}
     for layer in ("bronze", "silver", "gold"):
         stage, gate = dag.get_task(layer), dag.get_task(f"validate_{layer}")
-        assert stage.application_args == ["run", "--layer", layer]
+        kafka = ["--kafka-bootstrap-servers", KAFKA_VARIABLE] if layer == "bronze" else []
+        assert stage.application_args == ["run", "--layer", layer, *kafka]
         assert stage.pool == WRITERS_POOL
         assert gate.application_args == ["validate", "--layer", layer, "--new-rows"]
         # Assets change when the gate passes: data-aware DAGs see validated tables only.
         uris = {asset.uri for asset in gate.outlets}
         assert uris == {f"file://{bag.data_root}/lakehouse/{t}" for t in layer_tables(layer)}
         assert stage.outlets == []
+
+
+def test_bronze_ingests_kafka_when_the_variable_names_brokers(bag, monkeypatch):
+    """The bronze task's arguments, rendered by Airflow's Jinja with and without the
+    Variable, are the Kafka setting the CLI reads (empty: the environment's, if any)."""
+    template = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)  # noqa: S701 (arguments, not HTML)
+    task = bag.dags["lakehouse_incremental"].get_task("bronze")
+    for variables, expected in (
+        ({}, None),
+        ({"lakehouse_kafka_bootstrap_servers": "k:9092"}, "k:9092"),
+    ):
+        value = types.SimpleNamespace(get=lambda key, default, v=variables: v.get(key, default))
+        args = [
+            template.from_string(a).render(var=types.SimpleNamespace(value=value))
+            for a in task.application_args
+        ]
+        parsed = build_parser().parse_args(args)
+        monkeypatch.delenv("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", raising=False)
+        settings = Settings.load(
+            data_root=bag.data_root, kafka_bootstrap_servers=parsed.kafka_bootstrap_servers
+        )
+        assert settings.kafka_bootstrap_servers == expected
 
 
 def test_asset_tables_are_the_tables_the_checks_know():

@@ -74,6 +74,7 @@ def test_compose_file_is_valid_against_the_compose_spec(compose):
         "airflow-dag-processor",
         "spark-master",
         "spark-worker",
+        "kafka",
         "lakehouse",
     }
     for name, service in services.items():
@@ -112,7 +113,37 @@ def test_airflow_uses_postgres_and_submits_to_the_spark_cluster(compose):
     assert services["airflow-scheduler"]["environment"]["LAKEHOUSE_DATA_ROOT"] == "/data"
     # Every service but Postgres runs the image built from this repository.
     built = {n for n, s in services.items() if s.get("build") == "."}
-    assert built == set(services) - {"postgres"}
+    assert built == set(services) - {"postgres", "kafka"}
+
+
+def test_kafka_is_apache_kafka_in_kraft_mode_wired_to_the_jobs(compose):
+    services = compose["services"]
+    kafka = services["kafka"]
+    assert kafka["image"].startswith("apache/kafka:")
+    env = kafka["environment"]
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"  # KRaft: no ZooKeeper
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == f"{env['KAFKA_NODE_ID']}@kafka:9093"
+    listeners = dict(item.split("://") for item in env["KAFKA_LISTENERS"].split(","))
+    advertised = dict(item.split("://") for item in env["KAFKA_ADVERTISED_LISTENERS"].split(","))
+    protocols = dict(
+        item.split(":") for item in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(",")
+    )
+    assert (
+        set(advertised) | {env["KAFKA_CONTROLLER_LISTENER_NAMES"]}
+        == set(listeners)
+        == set(protocols)
+    )
+    # The jobs (Airflow's driver, the executors on the worker, the CLI) reach the
+    # internal listener; the host the published one, on localhost only.
+    for name in ("airflow-scheduler", "lakehouse"):
+        servers = services[name]["environment"]["LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS"]
+        assert servers == advertised["INTERNAL"]
+    assert advertised["HOST"] == "localhost:9092"
+    assert kafka["ports"] == ["127.0.0.1:9092:9092"]
+    assert listeners["HOST"] == ":9092"
+    assert "kafka-data:/var/lib/kafka/data" in kafka["volumes"]
+    assert env["KAFKA_LOG_DIRS"] == "/var/lib/kafka/data"
+    assert services["airflow-scheduler"]["depends_on"]["kafka"] == {"condition": "service_healthy"}
 
 
 def test_credentials_come_only_from_the_uncommitted_env_file(compose):
@@ -137,7 +168,7 @@ def test_published_ports_listen_on_localhost_unless_configured_otherwise(compose
         for name, service in compose["services"].items()
         for port in service.get("ports", [])
     ]
-    assert {name for name, _ in published} == {"airflow-apiserver", "spark-master"}
+    assert {name for name, _ in published} == {"airflow-apiserver", "spark-master", "kafka"}
     assert all(port.startswith("127.0.0.1:") for _, port in published), published
     opened = resolved(env_example() | {"LAKEHOUSE_BIND_ADDRESS": "0.0.0.0"})  # noqa: S104
     ports = [p for s in opened["services"].values() for p in s.get("ports", [])]
