@@ -13,7 +13,11 @@ on its own data root under --root (deleted first):
 6. peak memory (PSS) of the driver's Python, the JVM and the Python workers;
 7. references on each history's landing files: Spark reading the JSON and
    writing Parquet (the ceiling), and DuckDB computing the gold tables;
-   our time divided by each.
+   our time divided by each;
+8. Kafka ingest beside file ingest: --kafka-events events published to a
+   local Apache Kafka broker (`lakehouse produce`), then `lakehouse run
+   --layer bronze` reading the topics; the same events as landing files
+   into another root; messages (lines) per second into bronze, each.
 
 Writes <root>/reports/bench-<time>.json and .md and prints the table.
 """
@@ -50,7 +54,13 @@ from jobs.generate import GeneratorConfig, generate
 
 START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 INCREMENT_SEED = 900
-QUICK = {"events": "20k,200k", "increment": "20k", "state_increments": 3, "state_events": 2000}
+QUICK = {
+    "events": "20k,200k",
+    "increment": "20k",
+    "state_increments": 3,
+    "state_events": 2000,
+    "kafka_events": "20k",
+}
 
 
 def count(text: str) -> int:
@@ -201,6 +211,50 @@ def state(base: Path, increments: int, events: int, logs: Path) -> dict[str, Any
     return out
 
 
+def kafka_ingest(base: Path, events: int, logs: Path) -> dict[str, Any]:
+    """Bronze from Kafka topics and from landing files, the same `events` events each."""
+    from dev.kafka_broker import KafkaBroker, free_port
+
+    broker = KafkaBroker(base / "kafka-broker", free_port())
+    shutil.rmtree(broker.state, ignore_errors=True)
+    started_in = broker.start()
+    try:
+        env = {"LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers}
+        out: dict[str, Any] = {"events": events, "broker_start_seconds": round(started_in, 1)}
+        for name in ("kafka", "files"):
+            root = base / f"ingest-{name}"
+            shutil.rmtree(root, ignore_errors=True)
+            if name == "kafka":
+                generated = ["produce", "--events", str(events), "--seed", "5"]
+                published = lakehouse(root, *generated, log=logs / "kafka-produce.log", env=env)
+                out["produce_seconds"] = round(published.seconds, 1)
+            else:
+                land(root, events, events, seed=5, start=START)
+            run = lakehouse(
+                root, "run", "--layer", "bronze", log=logs / f"ingest-{name}.log", env=env
+            )
+            summary = run_summary(root, run)
+            stages = [
+                s
+                for s in summary["stages"]
+                if s["stage"].startswith("bronze/")
+                and s["stage"].endswith("[kafka]") == (name == "kafka")
+            ]
+            lines = sum(s["rows_in"] for s in stages)
+            seconds = sum(s["seconds"] for s in stages)
+            out[name] = {
+                "lines": lines,
+                "query_seconds": round(seconds, 1),
+                "lines_per_second": round(lines / seconds) if seconds else None,
+                "wall_seconds": round(run.seconds, 1),
+                "peak_mib": mib(run.peak_bytes),
+            }
+            print(f"[ingest {name}] {lines:,} lines into bronze in {seconds:.1f} s")
+        return out
+    finally:
+        broker.stop()
+
+
 def ratios(results: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for entry in results["history"]:
@@ -227,7 +281,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--increment", default="1M", help="events added per increment and per day")
     parser.add_argument("--state-increments", type=int, default=50)
     parser.add_argument("--state-events", type=int, default=20_000, help="events per increment")
-    parser.add_argument("--skip", action="append", default=[], choices=["state", "backfill"])
+    parser.add_argument(
+        "--kafka-events", default="1M", help="events for the Kafka ingest figures (default 1M)"
+    )
+    parser.add_argument(
+        "--skip", action="append", default=[], choices=["state", "backfill", "kafka"]
+    )
     parser.add_argument("--quick", action="store_true", help=f"small sizes: {QUICK}")
     args = parser.parse_args(argv)
     if args.quick:
@@ -261,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         results["backfill"] = backfill(Path(largest["root"]), largest["days"] + 1, rows, logs)
     if "state" not in args.skip:
         results["state"] = state(base, args.state_increments, args.state_events, logs)
+    if "kafka" not in args.skip:
+        results["kafka_ingest"] = kafka_ingest(base, count(str(args.kafka_events)), logs)
     results["ratios"] = ratios(results)
     results["seconds"] = round(time.perf_counter() - started)
     reports = base / "reports"

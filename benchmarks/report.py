@@ -223,6 +223,29 @@ def markdown(results: dict[str, Any]) -> str:
                 ],
             ),
         ]
+    if "kafka_ingest" in results:
+        k = results["kafka_ingest"]
+        lines += [
+            f"## Ingest into bronze: Kafka topics and landing files, {k['events']:,} events each",
+            "",
+            f"Local Apache Kafka broker (KRaft) ready in {k['broker_start_seconds']} s; "
+            f"`lakehouse produce` published in {k['produce_seconds']} s.",
+            "",
+            *_table(
+                ["input", "lines", "bronze queries s", "lines/s", "run wall s", "peak MiB"],
+                [
+                    [
+                        name,
+                        k[name]["lines"],
+                        k[name]["query_seconds"],
+                        k[name]["lines_per_second"],
+                        k[name]["wall_seconds"],
+                        _memory(k[name]["peak_mib"]),
+                    ]
+                    for name in ("kafka", "files")
+                ],
+            ),
+        ]
     if "state" in results:
         n = results["config"]["state_increments"]
         marks = sorted({1, n // 2 + 1, n})

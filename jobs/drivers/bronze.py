@@ -308,7 +308,8 @@ def data_loss_message(query: str, topic: str, spark_error: str) -> str:
     )
     return (
         f"{query}: messages of topic '{topic}' were deleted by Kafka (its retention) before "
-        "bronze read them; nothing was written for this topic. To go on without them, run "
+        "bronze read them; the run stopped at the gap (messages before it are in bronze, "
+        "none after it). To go on without them, run "
         "once with LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS=false (bronze then continues from the "
         "oldest message Kafka still has); to avoid it, run more often than the topic's "
         f"retention.ms or raise it (docs/kafka.md). Spark said: {detail[:300]}"

@@ -209,8 +209,8 @@ def restate_ledger(
 def _files_in(spark: SparkSession, table: Path) -> list[str]:
     if not is_delta_table(table):
         return []
-    rows = read_table(spark, table)
-    if "_kafka_topic" in rows.columns:  # Kafka messages: their own stream, not recovered here
-        rows = rows.where(F.col("_kafka_topic").isNull())
-    rows = rows.select("_source_file").distinct().collect()
+    lines = read_table(spark, table)
+    if "_kafka_topic" in lines.columns:  # Kafka messages: their own stream, not recovered here
+        lines = lines.where(F.col("_kafka_topic").isNull())
+    rows = lines.select("_source_file").distinct().collect()
     return sorted(row[0] for row in rows)

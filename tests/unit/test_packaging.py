@@ -45,6 +45,10 @@ def test_delta_jars_match_the_python_packages():
     assert delta.group(1) == lock["delta-spark"]
     assert spark.group(1) == ".".join(lock["pyspark"].split(".")[:2])
     assert "delta-spark_${spark.binary}_${scala.binary}" in pom
+    # Spark's Kafka connector is exactly pyspark's release.
+    connector = re.search(r"<spark.version>([^<]+)</spark.version>", pom)
+    assert connector and connector.group(1) == lock["pyspark"]
+    assert "spark-sql-kafka-0-10_${scala.binary}" in pom
     # The image fetches the same jars at build time into the folder sessions read.
     dockerfile = (REPO / "Dockerfile").read_text()
     assert "jars/pom.xml" in dockerfile and "./jars/" in dockerfile

@@ -69,3 +69,39 @@ def test_names_that_could_leave_the_data_root_are_refused(tmp_path, name):
     ):
         with pytest.raises(ValueError, match="not a valid layer, table or checkpoint name"):
             build()
+
+
+def test_kafka_is_off_unless_brokers_are_named(monkeypatch, tmp_path):
+    for name in (
+        "BOOTSTRAP_SERVERS",
+        "TOPIC_PREFIX",
+        "MAX_OFFSETS_PER_TRIGGER",
+        "FAIL_ON_DATA_LOSS",
+    ):
+        monkeypatch.delenv(f"LAKEHOUSE_KAFKA_{name}", raising=False)
+    off = Settings.load(data_root=tmp_path)
+    assert off.kafka_bootstrap_servers is None
+    assert off.kafka_topic("clicks") == "clicks"
+    assert (off.kafka_max_offsets_per_trigger, off.kafka_fail_on_data_loss) == (1_000_000, True)
+    monkeypatch.setenv("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", "env:9092")
+    monkeypatch.setenv("LAKEHOUSE_KAFKA_TOPIC_PREFIX", "prod.ads-")
+    monkeypatch.setenv("LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS", "False")
+    on = Settings.load(data_root=tmp_path)
+    assert on.kafka_bootstrap_servers == "env:9092"
+    assert on.kafka_topic("clicks") == "prod.ads-clicks"
+    assert on.kafka_fail_on_data_loss is False
+    # The flag wins; an empty flag (an unset Airflow Variable) leaves the environment's.
+    assert Settings.load(tmp_path, kafka_bootstrap_servers="flag:9092").kafka_bootstrap_servers == (
+        "flag:9092"
+    )
+    assert Settings.load(tmp_path, kafka_bootstrap_servers="").kafka_bootstrap_servers == "env:9092"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("TOPIC_PREFIX", "a/b"), ("TOPIC_PREFIX", "has space"), ("FAIL_ON_DATA_LOSS", "maybe")],
+)
+def test_bad_kafka_settings_are_refused(monkeypatch, tmp_path, name, value):
+    monkeypatch.setenv(f"LAKEHOUSE_KAFKA_{name}", value)
+    with pytest.raises(ValueError, match=f"LAKEHOUSE_KAFKA_{name}"):
+        Settings.load(data_root=tmp_path)
