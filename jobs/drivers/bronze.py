@@ -1,23 +1,27 @@
-"""Bronze: landing JSON-lines files to one Delta table per source, plus quarantine.
+"""Bronze: landing JSON-lines files, and Kafka topics, to one Delta table per source,
+plus quarantine.
 
-One `availableNow` query per source with its own checkpoint. Before it
-starts, bronze lists the landing folder itself, following no link, and
-writes a manifest for each new file (`include.storage.landing.scan_landing` says why
-Spark's file source does not list the landing folder); entries it never
-reads and files changed after their ingestion are reported by the run. The
-stream is Spark's file source over the manifests (it remembers which it has
-handed out); each micro-batch vets its gzip files, reads the lines of the
-readable ones and parses them (`include.storage.landing` says why files are not
-read by the stream itself). Each micro-batch is committed once to each table
-(Delta's idempotent writes, keyed by the query id and the batch id).
+Landing files: one `availableNow` query per source with its own checkpoint.
+Before it starts, bronze lists the landing folder itself, following no link,
+and writes a manifest for each new file (`include.storage.landing.scan_landing`
+says why Spark's file source does not list the landing folder); entries it
+never reads and files changed after their ingestion are reported by the run.
+The stream is Spark's file source over the manifests (it remembers which it
+has handed out); each micro-batch vets its gzip files, reads the lines of the
+readable ones and parses them (`include.storage.landing` says why files are
+not read by the stream itself).
+
+Kafka, when configured: a second query per source reads its topic with
+Spark's Kafka source (`run_kafka_source`; `run_bronze` says why two queries).
+
+Both hand each micro-batch to a `BronzeWriter`: it is committed once to each
+table (Delta's idempotent writes, keyed by the query id and the batch id).
 Accepted lines go to `bronze/<source>`; rejected ones, and one row per
 unreadable file, to `quarantine/<source>` with the reason, in the same
-micro-batch.
-
-Each micro-batch also appends how many lines it read to the ingest ledger
-(`lakehouse/_meta/bronze_ledger`), exactly once per batch like the data. The
-bronze data-quality checkpoint reconciles it with the tables: for every
-source, lines read = bronze rows + quarantine rows.
+micro-batch. Each micro-batch also appends how many lines (or messages) it
+read to the ingest ledger (`lakehouse/_meta/bronze_ledger`), exactly once per
+batch like the data. The bronze data-quality checkpoint reconciles it with
+the tables: for every source, lines read = bronze rows + quarantine rows.
 """
 
 from __future__ import annotations
@@ -303,9 +307,8 @@ KAFKA_DATA_LOSS = re.compile(r"KAFKA_DATA_LOSS|Some data may have been lost")
 
 
 def data_loss_message(query: str, topic: str, spark_error: str) -> str:
-    detail = next(
-        (line.strip() for line in spark_error.splitlines() if KAFKA_DATA_LOSS.search(line)), ""
-    )
+    found = KAFKA_DATA_LOSS.search(spark_error)
+    detail = " ".join(spark_error[found.start() :].split()) if found else ""
     return (
         f"{query}: messages of topic '{topic}' were deleted by Kafka (its retention) before "
         "bronze read them; the run stopped at the gap (messages before it are in bronze, "
