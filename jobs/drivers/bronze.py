@@ -27,6 +27,7 @@ the tables: for every source, lines read = bronze rows + quarantine rows.
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -319,6 +320,25 @@ def data_loss_message(query: str, topic: str, spark_error: str) -> str:
     )
 
 
+def refuse_unreachable_brokers(servers: str, timeout: float = 5) -> None:
+    """Fail at once, before any query, when no bootstrap server accepts a connection.
+
+    Spark's Kafka source would retry for minutes before giving up.
+    """
+    for server in servers.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return
+        except (OSError, ValueError):
+            continue
+    raise LakehouseError(
+        f"Kafka: no bootstrap server of {servers!r} accepts connections; start the broker "
+        "(`make kafka-up` for the local one) or unset LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS "
+        "to ingest landing files only. Nothing was read."
+    )
+
+
 def run_bronze(spark: SparkSession, settings: Settings) -> Iterator[StageResult]:
     """Per source, its landing files, then its Kafka topic when one is configured.
 
@@ -330,6 +350,8 @@ def run_bronze(spark: SparkSession, settings: Settings) -> Iterator[StageResult]
     its offsets. Both commit to the same bronze and quarantine tables (each
     micro-batch once, keyed by its own query id); the tables' checks run after both.
     """
+    if settings.kafka_bootstrap_servers:
+        refuse_unreachable_brokers(settings.kafka_bootstrap_servers)
     for source in SOURCES.values():
         files = run_bronze_source(spark, settings, source)
         files.checks_after_next = bool(settings.kafka_bootstrap_servers)

@@ -183,3 +183,11 @@ def test_expired_unread_messages_fail_the_run_with_what_to_do(spark, tmp_path, b
     assert_reconciled(spark, settings)
     # And it stays healthy: the next run, with the default, reads on.
     list(run_bronze(spark, settings))
+
+
+def test_unreachable_brokers_fail_the_run_before_anything_is_read(spark, tmp_path):
+    settings = settings_for(tmp_path / "data", kafka_bootstrap_servers=f"127.0.0.1:{free_port()}")
+    generate(GeneratorConfig(events=100, seed=71), settings.landing)
+    with pytest.raises(LakehouseError, match=r"no bootstrap server .* accepts connections"):
+        next(run_bronze(spark, settings))
+    assert not settings.table("bronze", "impressions").exists()
