@@ -20,8 +20,8 @@ SPARK_TYPES: dict[str, T.DataType] = {
 }
 
 # Where a row came from when it was a Kafka message (null for a landing line);
-# `_source_file` then reads `kafka:<topic>/<partition>/<offset>`. Last in bronze
-# and quarantine: added to tables written before Kafka ingestion existed.
+# `_source_file` then reads `kafka:<topic>/<partition>/<offset>`. After the other
+# bookkeeping columns: added at the end of tables written before Kafka ingestion.
 KAFKA_COLUMNS = (
     T.StructField("_kafka_topic", T.StringType()),
     T.StructField("_kafka_partition", T.IntegerType()),
@@ -50,16 +50,15 @@ def event_schema(source: Source) -> T.StructType:
 
 
 def bronze_schema(source: Source) -> T.StructType:
-    """The event fields, the bookkeeping columns, the optional fields, then the Kafka
-    columns: what was added later are columns added at the end of existing tables.
-    (An optional field added from now on goes after the Kafka columns.)"""
+    """The event fields, the bookkeeping columns (Kafka's last), then the optional
+    fields: whatever is added later is a column added at the end of existing tables."""
     return T.StructType(
         [
             *event_schema(source).fields,
             T.StructField("_ingested_at", T.TimestampType()),
             T.StructField("_source_file", T.StringType()),
-            *(T.StructField(name, T.StringType()) for name in source.optional_fields),
             *KAFKA_COLUMNS,
+            *(T.StructField(name, T.StringType()) for name in source.optional_fields),
         ]
     )
 
