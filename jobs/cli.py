@@ -237,10 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="restart a layer's streams after their checkpoints were lost or damaged",
         description="The recovery a checkpoint error asks for. Moves the layer's checkpoints "
         "to checkpoints/_retired/<time>/. bronze: the next run reads every landing file "
-        "again and skips the files bronze and quarantine already hold. silver, gold: rebuilds "
-        "the layer's tables by backfill over every date in bronze; the streams' next run "
-        "reads their sources whole to rebuild state and writes only rows the backfill did "
-        "not. See docs/operations.md, 'Recovering a stream'.",
+        "again and skips the files bronze and quarantine already hold, and reads each Kafka "
+        "topic again from its earliest offsets, skipping the messages the tables hold. "
+        "silver, gold: rebuilds the layer's tables by backfill over every date in bronze; "
+        "the streams' next run reads their sources whole to rebuild state and writes only "
+        "rows the backfill did not. See docs/operations.md, 'Recovering a stream'.",
     )
     recover.add_argument(
         "--layer",

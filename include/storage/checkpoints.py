@@ -60,8 +60,8 @@ RETIRED = "_retired"
 def recovery_advice(query: str) -> str:
     layer = query.split("/")[0]
     rebuild = (
-        "restarts the bronze streams so that they skip the landing files already in "
-        "bronze and quarantine"
+        "restarts the bronze streams so that they skip the landing files and Kafka "
+        "messages already in bronze and quarantine"
         if layer == "bronze"
         else f"rebuilds the {layer} tables by backfill from bronze and restarts the {layer} "
         "streams, which rebuild their state without writing a row twice"

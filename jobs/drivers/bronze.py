@@ -26,9 +26,11 @@ the tables: for every source, lines read = bronze rows + quarantine rows.
 
 from __future__ import annotations
 
+import operator
 import re
 import socket
 from collections.abc import Iterator
+from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -72,8 +74,10 @@ class BronzeWriter:
 
     Accepted lines (or messages) go to `bronze/<source>`, rejected ones to
     `quarantine/<source>`, each micro-batch once per table (the query's id and
-    the batch id), and the ledger gets how many it read. `skip_files`: per
-    table, landing files it already holds (after `lakehouse recover`).
+    the batch id), and the ledger gets how many it read. `skip_files` and
+    `skip_offsets`: per table, the landing files and the Kafka messages (the
+    highest offset per topic and partition) it already holds, after
+    `lakehouse recover`.
     """
 
     def __init__(
@@ -83,6 +87,7 @@ class BronzeWriter:
         source: Source,
         checkpoint: Path,
         skip_files: dict[str, list[str]] | None = None,
+        skip_offsets: dict[str, dict[str, dict[str, int]]] | None = None,
     ) -> None:
         self.spark, self.settings, self.source = spark, settings, source
         self.bronze = StreamSink(
@@ -100,15 +105,33 @@ class BronzeWriter:
             add_columns=True,
         )
         self.skip_files = skip_files or {}
+        self.skip_offsets = skip_offsets or {}
         self.lines_read = 0
 
     @property
     def tables(self) -> list[Path]:
         return [self.bronze.table_path, self.quarantine.table_path]
 
+    @property
+    def skips(self) -> bool:
+        return bool(self.skip_files or self.skip_offsets)
+
     def _new_lines(self, frame: DataFrame, table: str) -> DataFrame:
+        """The rows `table` does not hold yet, after `lakehouse recover`: lines of
+        other files, messages past the highest offset it holds of their partition."""
         files = self.skip_files.get(table)
-        return frame.where(~F.col("_source_file").isin(files)) if files else frame
+        if files:
+            frame = frame.where(~F.col("_source_file").isin(files))
+        held = [
+            (F.col("_kafka_topic") == topic)
+            & (F.col("_kafka_partition") == int(partition))
+            & (F.col("_kafka_offset") <= offset)
+            for topic, partitions in self.skip_offsets.get(table, {}).items()
+            for partition, offset in partitions.items()
+        ]
+        if held:
+            frame = frame.where(~F.coalesce(reduce(operator.or_, held), F.lit(False)))
+        return frame
 
     def write(self, batch: DataFrame, batch_id: int) -> None:
         """`batch`: the parser's output (`jobs.transforms.landing`) for one micro-batch."""
@@ -127,7 +150,7 @@ class BronzeWriter:
                 ),
                 "quarantine",
             )
-            if self.skip_files:
+            if self.skips:
                 counts = {True: accepted.count(), False: rejected.count()}
             else:
                 by_outcome = batch.groupBy(F.col("_reject_reason").isNull()).count().collect()
@@ -264,7 +287,10 @@ def run_kafka_source(spark: SparkSession, settings: Settings, source: Source) ->
     topic = settings.kafka_topic(source.name)
     query = f"bronze/{source.name}[kafka]"
     checkpoint = kafka_checkpoint(settings, source)
-    writer = BronzeWriter(spark, settings, source, checkpoint)
+    # After `lakehouse recover --layer bronze` the new checkpoint reads the topic from
+    # its earliest offsets: messages a table already holds are not written twice.
+    skip = read_sidecar(checkpoint).get("skip_offsets", {})
+    writer = BronzeWriter(spark, settings, source, checkpoint, skip_offsets=skip)
     parse = parse_landing_lines(source, settings.max_line_bytes, settings.future_tolerance)
 
     def messages() -> DataFrame:

@@ -41,6 +41,7 @@ from include.storage.checkpoints import (
 from jobs.catalog import SOURCES, TABLES, Table, tables_in
 from jobs.dates import DateRange
 from jobs.drivers.backfill import bronze_days, run_backfill
+from jobs.drivers.bronze import kafka_checkpoint
 from jobs.drivers.streaming import read_sources, unread_inputs
 from jobs.drivers.tables import FINGERPRINT, fingerprint
 from jobs.quality.ledger import LEDGER_SCHEMA, ledger_path
@@ -98,6 +99,12 @@ def recover_layer(
         tables = [settings.table(layer, source), settings.table("quarantine", source)]
         retired_ids[source] = sorted(set().union(*(streams_that_wrote(t) for t in tables)))
         _retire(settings.checkpoint(layer, source), retired / source, f"{layer}/{source}", echo)
+        _retire(
+            kafka_checkpoint(settings, SOURCES[source]),
+            retired / f"{source}[kafka]",
+            f"{layer}/{source}[kafka]",
+            echo,
+        )
     restate_ledger(spark, settings, f"recover-{stamp}", echo)
     created = _now()
     for source in SOURCES:
@@ -114,6 +121,25 @@ def recover_layer(
         }
         write_sidecar(checkpoint, sidecar)
         echo(f"{layer}/{source}: new checkpoint {checkpoint}")
+        # The topic's stream starts again at the earliest offsets; the messages the
+        # tables hold (per table, through the highest offset of each partition) are skipped.
+        held = {
+            table: _offsets_in(spark, settings.table(table, source))
+            for table in ("bronze", "quarantine")
+        }
+        if any(held.values()):
+            kafka = kafka_checkpoint(settings, SOURCES[source])
+            write_sidecar(
+                kafka,
+                {
+                    "query": f"{layer}/{source}[kafka]",
+                    "created": created,
+                    "recovered_from": str(retired / f"{source}[kafka]"),
+                    "retired_query_ids": retired_ids[source],
+                    "skip_offsets": held,
+                },
+            )
+            echo(f"{layer}/{source}[kafka]: new checkpoint {kafka}")
     return retired
 
 
@@ -204,6 +230,25 @@ def restate_ledger(
                 "line(s) the tables no longer hold (restored?): restated; their files are read "
                 "again"
             )
+
+
+def _offsets_in(spark: SparkSession, table: Path) -> dict[str, dict[str, int]]:
+    """Per topic and partition, the highest offset of a message the table holds."""
+    if not is_delta_table(table):
+        return {}
+    rows = read_table(spark, table)
+    if "_kafka_topic" not in rows.columns:
+        return {}
+    highest = (
+        rows.where(F.col("_kafka_topic").isNotNull())
+        .groupBy("_kafka_topic", "_kafka_partition")
+        .agg(F.max("_kafka_offset"))
+        .collect()
+    )
+    offsets: dict[str, dict[str, int]] = {}
+    for topic, partition, offset in highest:
+        offsets.setdefault(topic, {})[str(partition)] = int(offset)
+    return offsets
 
 
 def _files_in(spark: SparkSession, table: Path) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import random
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -24,11 +25,13 @@ import pytest
 
 from dev.kafka_broker import KafkaBroker, free_port
 from include.errors import LakehouseError
+from include.storage.checkpoints import CheckpointError
 from jobs.catalog import SOURCES
 from jobs.dates import DateRange
-from jobs.drivers.bronze import run_bronze
+from jobs.drivers.bronze import kafka_checkpoint, run_bronze
 from jobs.drivers.parity import run_parity
 from jobs.drivers.pipeline import run_pipeline
+from jobs.drivers.recovery import recover_layer
 from jobs.generate import GeneratorConfig, generate
 from jobs.produce import produce
 from jobs.quality.validate import reconciliation_frame
@@ -183,6 +186,26 @@ def test_expired_unread_messages_fail_the_run_with_what_to_do(spark, tmp_path, b
     assert_reconciled(spark, settings)
     # And it stays healthy: the next run, with the default, reads on.
     list(run_bronze(spark, settings))
+
+
+def test_a_lost_kafka_checkpoint_is_refused_then_recovered_without_duplicates(
+    spark, tmp_path, broker
+):
+    settings = kafka_settings(tmp_path / "data", broker, "lost-")
+    produce(spark, settings, GeneratorConfig(events=600, seed=81, malformed_rate=0.05))
+    list(run_bronze(spark, settings))
+    produce(spark, settings, GeneratorConfig(events=600, seed=82, malformed_rate=0.05))
+    for source in SOURCES.values():
+        shutil.rmtree(kafka_checkpoint(settings, source))
+
+    with pytest.raises(CheckpointError, match="already hold micro-batches"):
+        list(run_bronze(spark, settings))
+    recover_layer(spark, settings, "bronze", echo=lambda line: None)
+    results = {r.stage: r for r in run_bronze(spark, settings)}
+    # Only the messages published after the loss are new; each is read once.
+    assert results["bronze/clicks[kafka]"].rows_in > 0
+    assert messages_in_tables(settings) == every_message(broker, settings)
+    assert_reconciled(spark, settings)
 
 
 def test_unreachable_brokers_fail_the_run_before_anything_is_read(spark, tmp_path):
