@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from include.errors import LakehouseError
 from include.settings import Settings
 from jobs.catalog import SOURCES
+from jobs.drivers.bronze import refuse_unreachable_brokers
 from jobs.generate import GeneratedSummary, GeneratorConfig, generate
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ def produce(spark: SparkSession, settings: Settings, config: GeneratorConfig) ->
             "no Kafka broker: set LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS or pass "
             "--kafka-bootstrap-servers (`make kafka-up` starts one on 127.0.0.1:9092)"
         )
+    refuse_unreachable_brokers(settings.kafka_bootstrap_servers)
     scratch = Path(tempfile.mkdtemp(prefix="lakehouse-produce-"))
     try:
         # Plain files: Spark's text reader then hands over each line's bytes as they are.

@@ -361,7 +361,7 @@ def refuse_unreachable_brokers(servers: str, timeout: float = 5) -> None:
     raise LakehouseError(
         f"Kafka: no bootstrap server of {servers!r} accepts connections; start the broker "
         "(`make kafka-up` for the local one) or unset LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS "
-        "to ingest landing files only. Nothing was read."
+        "to ingest landing files only."
     )
 
 
@@ -377,7 +377,7 @@ def run_bronze(spark: SparkSession, settings: Settings) -> Iterator[StageResult]
     micro-batch once, keyed by its own query id); the tables' checks run after both.
     """
     if settings.kafka_bootstrap_servers:
-        refuse_unreachable_brokers(settings.kafka_bootstrap_servers)
+        refuse_unreachable_brokers(settings.kafka_bootstrap_servers)  # before anything is read
     for source in SOURCES.values():
         files = run_bronze_source(spark, settings, source)
         files.checks_after_next = bool(settings.kafka_bootstrap_servers)

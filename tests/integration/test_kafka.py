@@ -90,10 +90,10 @@ def test_each_message_once_across_runs_and_partitions_as_files_would(spark, tmp_
     """Two rounds of publishing, each ingested in several micro-batches; the same lines
     also arrive as landing files, and bronze and quarantine hold both copies alike.
     Downstream, the streams equal a batch recomputation (parity)."""
-    settings = kafka_settings(tmp_path / "data", broker, "once-", kafka_max_offsets_per_trigger=500)
+    settings = kafka_settings(tmp_path / "data", broker, "once-", kafka_max_offsets_per_trigger=250)
     published = Counter()
     for seed in (31, 32):
-        config = GeneratorConfig(events=1200, seed=seed, days=2, malformed_rate=0.02, late_rate=0)
+        config = GeneratorConfig(events=600, seed=seed, days=2, malformed_rate=0.02, late_rate=0)
         summary = produce(spark, settings, config)
         published.update(summary.lines)
         generate(config, settings.landing)  # the same lines, as files
@@ -121,7 +121,9 @@ def test_each_message_once_across_runs_and_partitions_as_files_would(spark, tmp_
         assert all(reason for _, reason, _ in quarantine), "each with its reason"
     assert_reconciled(spark, settings)
 
-    outcome = run_pipeline(spark, settings, "kafka-parity", echo=lambda line: None)
+    # Bronze has nothing new (above): silver and gold stream it, then parity.
+    layers = ("silver", "gold")
+    outcome = run_pipeline(spark, settings, "kafka-parity", echo=lambda line: None, layers=layers)
     assert outcome.status == "passed", outcome.error
     days = DateRange(dt.date(2026, 11, 1), dt.date(2026, 11, 2))
     results, _ = run_parity(spark, settings, days)
@@ -133,18 +135,18 @@ def test_killed_runs_lose_and_duplicate_no_message(spark, tmp_path, broker, figu
     """`lakehouse run --layer bronze` SIGKILLed at random moments, twice, then run to the end."""
     root = tmp_path / "data"
     settings = kafka_settings(root, broker, "killed-")
-    produce(spark, settings, GeneratorConfig(events=3000, seed=41, malformed_rate=0.01))
+    produce(spark, settings, GeneratorConfig(events=2000, seed=41, malformed_rate=0.01))
     env = {
         "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
         "LAKEHOUSE_KAFKA_TOPIC_PREFIX": "killed-",
-        "LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER": "300",
+        "LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER": "250",
     }
     args = ("run", "--layer", "bronze", "--data-root", str(root))
     rng = random.Random(41)
     log = tmp_path / "runs.log"
     kills = []
     for _ in range(2):
-        moment = rng.uniform(7, 15)  # Spark starts in about 5 s; bronze then runs 15 s or more
+        moment = rng.uniform(6, 12)  # Spark starts in about 5 s; bronze then runs 10 s or more
         process = start_cli(*args, env=env, output=log)
         deadline = time.monotonic() + moment
         while process.poll() is None and time.monotonic() < deadline:

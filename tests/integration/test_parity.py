@@ -166,6 +166,8 @@ def iso(moment: dt.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# About 45 s: in `make test-full`; CI's parity tests cover the usual event times.
+@pytest.mark.full
 def test_the_earliest_and_latest_accepted_event_times_go_through_streaming_and_backfill(
     spark, settings
 ):

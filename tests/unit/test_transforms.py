@@ -59,10 +59,21 @@ def actions(spark, *rows: tuple) -> DataFrame:
 def test_dedupe_keeps_the_first_arrival_of_each_id_and_dates_it(spark):
     bronze = spark.createDataFrame(
         [
-            ("i1", "ad1", "c1", "u1", at(0), at(1), "file:/b.jsonl"),
-            ("i1", "ad1", "c1", "u1", at(0), at(0.5), "file:/a.jsonl"),  # earlier copy
-            ("i1", "ad1", "c1", "u1", at(0), at(500), "file:/c.jsonl"),  # long after
-            ("i2", "ad2", "c1", "u1", at(-610), at(1), "file:/b.jsonl"),  # the day before
+            ("i1", "ad1", "c1", "u1", at(0), at(1), "file:/b.jsonl", None, None, None),
+            ("i1", "ad1", "c1", "u1", at(0), at(0.5), "file:/a.jsonl", None, None, None),  # earlier
+            ("i1", "ad1", "c1", "u1", at(0), at(500), "kafka:impressions/0/7", "impressions", 0, 7),
+            (
+                "i2",
+                "ad2",
+                "c1",
+                "u1",
+                at(-610),
+                at(1),
+                "file:/b.jsonl",
+                None,
+                None,
+                None,
+            ),  # day before
         ],
         bronze_schema(SOURCES["impressions"]),
     )
