@@ -151,11 +151,11 @@ class KafkaBroker:
             self._java("kafka.Kafka", str(config), heap=self.heap),
             env,
         )
-        processes.wait_until(self._listening, timeout, "the broker to listen", [broker])
+        processes.wait_until(self.listening, timeout, "the broker to listen", [broker])
         self.create_topics(topic_names() if topics is None else topics)
         return time.monotonic() - started
 
-    def _listening(self) -> bool:
+    def listening(self) -> bool:
         with socket.socket() as probe:
             probe.settimeout(1)
             return probe.connect_ex(("127.0.0.1", self.port)) == 0
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.action == "status":
         if processes.print_status(broker.state):
-            print(f"listening on {broker.bootstrap_servers}: {broker._listening()}")
+            print(f"listening on {broker.bootstrap_servers}: {broker.listening()}")
         else:
             print("not running")
         return 0
