@@ -13,9 +13,10 @@ SPARK_MASTER ?= local[*]
 
 .PHONY: setup browser run bench test test-full audit lint format typecheck lock clean \
 	airflow-up airflow-down airflow-status spark-cluster-up spark-cluster-down \
-	kafka-up kafka-down kafka-status
+	kafka-up kafka-down kafka-status s3-up s3-down s3-status
 
-setup: $(VENV)/.installed jars/.fetched jars/kafka-broker/.fetched
+setup: $(VENV)/.installed jars/.fetched jars/kafka-broker/.fetched jars/s3/.fetched \
+	jars/s3proxy/.fetched
 
 # Delta Lake's Spark connector and its dependencies, at the versions jars/pom.xml
 # pins, copied from Maven Central into jars/ (git-ignored) once: runs never download.
@@ -31,6 +32,20 @@ jars/kafka-broker/.fetched: jars/kafka-broker/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Apache Kafka's jars"; exit 1; }
 	rm -f jars/kafka-broker/*.jar
 	mvn --batch-mode --quiet -Dstyle.color=never -f jars/kafka-broker/pom.xml dependency:copy-dependencies -DoutputDirectory=.
+	@touch $@
+
+# Spark's S3 connector (hadoop-aws and the AWS SDK bundle), on Spark's classpath only
+# for an object-store data root; and S3Proxy, the local S3 server (make s3-up), never.
+jars/s3/.fetched: jars/s3/pom.xml
+	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Spark's S3 connector"; exit 1; }
+	rm -f jars/s3/*.jar
+	mvn --batch-mode --quiet -Dstyle.color=never -f jars/s3/pom.xml dependency:copy-dependencies -DoutputDirectory=.
+	@touch $@
+
+jars/s3proxy/.fetched: jars/s3proxy/pom.xml
+	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch S3Proxy"; exit 1; }
+	rm -f jars/s3proxy/*.jar
+	mvn --batch-mode --quiet -Dstyle.color=never -f jars/s3proxy/pom.xml dependency:copy-dependencies -DoutputDirectory=.
 	@touch $@
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
@@ -71,6 +86,18 @@ kafka-down: setup
 
 kafka-status: setup
 	$(BIN)/python -m dev.kafka_broker status
+
+# S3Proxy serving .s3/data as S3 on 127.0.0.1:9000 with generated credentials; writes
+# .s3/lakehouse.env, which points every command at s3a://lakehouse/data (docs/object-storage.md).
+S3_PORT ?= 9000
+s3-up: setup
+	$(BIN)/python -m dev.s3_server start --port $(S3_PORT)
+
+s3-down: setup
+	$(BIN)/python -m dev.s3_server stop
+
+s3-status: setup
+	$(BIN)/python -m dev.s3_server status
 
 # A Spark standalone master and worker on this machine (spark://127.0.0.1:7077).
 spark-cluster-up: setup

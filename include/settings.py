@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from include.storage.objects import Root, S3Connection, S3Path, is_object_store_uri
+
 DEFAULT_DATA_ROOT = "./data"
 DEFAULT_SPARK_MASTER = "local[*]"
 # Layer, table and checkpoint names: one plain path segment each, so no name can
@@ -75,9 +77,29 @@ def _state_store(name: str) -> str:
     return name
 
 
+def _data_root(root: str | Path, connection: S3Connection) -> Root:
+    if isinstance(root, str) and is_object_store_uri(root):
+        if not root.startswith(("s3a://", "s3://")):
+            raise ValueError(
+                f"unsupported data root {root!r}: a local folder or s3a://bucket/prefix"
+            )
+        return S3Path.from_uri(root, connection)
+    return Path(root).expanduser().resolve()
+
+
+def s3_connection() -> S3Connection:
+    """The S3 API's endpoint and credentials, from the standard AWS variables."""
+    return S3Connection(
+        endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
+        region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+        access_key_id=os.environ.get("AWS_ACCESS_KEY_ID") or None,
+        secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY") or None,
+    )
+
+
 @dataclass(frozen=True)
 class Settings:
-    data_root: Path
+    data_root: Root
     spark_master: str
     shuffle_partitions: int
     # Admission control: at most this many landing files per bronze micro-batch.
@@ -103,6 +125,9 @@ class Settings:
     kafka_topic_prefix: str = ""
     kafka_max_offsets_per_trigger: int = 1_000_000
     kafka_fail_on_data_loss: bool = True
+    # Run reports and Data Docs: LAKEHOUSE_REPORTS_DIR, else `<data root>/reports`
+    # for a local root, else ./reports (reports stay on local disk, beside Airflow).
+    reports_dir: Path | None = None
 
     @classmethod
     def load(
@@ -113,8 +138,10 @@ class Settings:
         kafka_bootstrap_servers: str | None = None,
     ) -> Settings:
         root = data_root or os.environ.get("LAKEHOUSE_DATA_ROOT") or default_data_root
+        reports = os.environ.get("LAKEHOUSE_REPORTS_DIR")
         return cls(
-            data_root=Path(root).expanduser().resolve(),
+            data_root=_data_root(root, s3_connection()),
+            reports_dir=Path(reports).expanduser().resolve() if reports else None,
             spark_master=(
                 spark_master or os.environ.get("LAKEHOUSE_SPARK_MASTER") or DEFAULT_SPARK_MASTER
             ),
@@ -141,31 +168,41 @@ class Settings:
         """The topic of a source's messages (docs/contract.md, section 9)."""
         return f"{self.kafka_topic_prefix}{source}"
 
+    @property
+    def object_store(self) -> S3Connection | None:
+        """The S3 connection when the data root is on object storage, else None."""
+        return self.data_root.connection if isinstance(self.data_root, S3Path) else None
+
     # Layout of the data root (docs/contract.md, section 1).
     @property
-    def landing(self) -> Path:
+    def landing(self) -> Root:
         return self.data_root / "landing"
 
     @property
-    def lakehouse(self) -> Path:
+    def lakehouse(self) -> Root:
         return self.data_root / "lakehouse"
 
     @property
-    def checkpoints(self) -> Path:
+    def checkpoints(self) -> Root:
         return self.data_root / "checkpoints"
 
     @property
     def reports(self) -> Path:
+        """Always on local disk (docs/object-storage.md: where reports go)."""
+        if self.reports_dir is not None:
+            return self.reports_dir
+        if isinstance(self.data_root, S3Path):
+            return Path("reports").resolve()
         return self.data_root / "reports"
 
-    def table(self, layer: str, name: str) -> Path:
+    def table(self, layer: str, name: str) -> Root:
         """Path of a contract table, e.g. table("bronze", "clicks")."""
         return self.lakehouse.joinpath(*_names(layer, name))
 
-    def meta(self, name: str) -> Path:
+    def meta(self, name: str) -> Root:
         """Path of one of the pipeline's own Delta tables (event log, ledger, results)."""
         return self.lakehouse / "_meta" / _names(name)[0]
 
-    def checkpoint(self, *parts: str) -> Path:
+    def checkpoint(self, *parts: str) -> Root:
         """Path of a stream's checkpoint, e.g. checkpoint("silver", "sessions")."""
         return self.checkpoints.joinpath(*_names(*parts))

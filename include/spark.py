@@ -31,8 +31,12 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 
-def spark_jars() -> list[Path]:
-    """The jars Spark needs beyond its own (Delta Lake), as `make setup` fetched them."""
+def spark_jars(object_store: bool = False) -> list[Path]:
+    """The jars Spark needs beyond its own (Delta Lake, Kafka), as `make setup` fetched them.
+
+    With `object_store`, also Hadoop's S3A connector and the AWS SDK (jars/s3/):
+    only a data root on S3 needs them, and the SDK bundle alone is 686 MB.
+    """
     folder = Path(os.environ.get("LAKEHOUSE_JARS_DIR") or JARS_DIR)
     jars = sorted(folder.glob("*.jar"))
     if not any(jar.name.startswith("delta-spark_") for jar in jars):
@@ -41,6 +45,14 @@ def spark_jars() -> list[Path]:
             "Maven, as jars/pom.xml lists them), or set LAKEHOUSE_JARS_DIR to a folder that "
             "holds them."
         )
+    if object_store:
+        s3 = sorted((folder / "s3").glob("*.jar"))
+        if not any(jar.name.startswith("hadoop-aws-") for jar in s3):
+            raise LakehouseError(
+                f"Spark's S3 connector is not in {folder / 's3'}: run `make setup` (it fetches "
+                "hadoop-aws and the AWS SDK with Maven, as jars/s3/pom.xml lists them)."
+            )
+        jars += s3
     return jars
 
 
@@ -57,6 +69,10 @@ def delta_conf() -> dict[str, str]:
         # `lakehouse recover` restarts, whose sources have no new commit yet);
         # Delta's streaming source reads this setting for startingVersion too.
         "spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled": "true",
+        # On S3 (no atomic rename, no put-if-absent through Hadoop) Delta's log store
+        # for one driver at a time: the writer lock and the Airflow pool make it so
+        # (docs/object-storage.md says what several clusters writing at once need).
+        "spark.delta.logStore.s3a.impl": "io.delta.storage.S3SingleDriverLogStore",
     }
 
 
@@ -86,7 +102,7 @@ def session_conf(
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.extraJavaOptions": driver_java_options(),
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
-        "spark.jars": ",".join(str(jar) for jar in spark_jars()),
+        "spark.jars": ",".join(str(jar) for jar in spark_jars(settings.object_store is not None)),
         **delta_conf(),
         # INT96 (Spark's default) is deprecated and misread by some Delta readers;
         # TIMESTAMP_MICROS writes isAdjustedToUTC=true, which is Delta's `timestamp`.
@@ -117,6 +133,8 @@ def session_conf(
         "spark.sql.streaming.numRecentProgressUpdates": "10000",
         "spark.ui.showConsoleProgress": "false",
     }
+    if settings.object_store is not None:
+        conf.update(settings.object_store.spark_conf())
     if settings.spark_auth_secret:
         # A standalone cluster that requires authentication takes the secret from
         # the driver's configuration only (Spark's SecurityManager); Spark's UI

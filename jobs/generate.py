@@ -32,8 +32,8 @@ import gzip
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from include.storage.objects import Root, write_atomically
 from jobs.catalog import ACTIONS, SOURCES, seconds
 
 UTC = dt.UTC
@@ -271,7 +271,7 @@ class _Generator:
             return line.replace(f'"action":"{good["action"]}"', '"action":"teleport"').encode()
         return line.encode()[:-2] + b"\xff\xfe" + line.encode()[-2:]
 
-    def write(self, landing: Path) -> None:
+    def write(self, landing: Root) -> None:
         slot_ms = self.config.file_minutes * MINUTE_MS
         for source, lines in self.lines.items():
             folder = landing / source
@@ -283,7 +283,7 @@ class _Generator:
                 self._write_file(folder, source, slot * slot_ms, slot_lines)
 
     def _write_file(
-        self, folder: Path, source: str, slot_start_ms: int, lines: list[bytes]
+        self, folder: Root, source: str, slot_start_ms: int, lines: list[bytes]
     ) -> None:
         stamp = dt.datetime.fromtimestamp(slot_start_ms / 1000, UTC).strftime("%Y%m%dT%H%M")
         compressed = self.rng.random() < self.config.gzip_rate
@@ -295,13 +295,11 @@ class _Generator:
         payload = b"\n".join(lines) + b"\n"
         if compressed:
             payload = gzip.compress(payload, mtime=0)
-        temporary = folder / f".{name}.tmp"
-        temporary.write_bytes(payload)
-        temporary.replace(target)
+        write_atomically(target, payload)
         self.summary.files_written += 1
 
 
-def generate(config: GeneratorConfig, landing: Path) -> GeneratedSummary:
+def generate(config: GeneratorConfig, landing: Root) -> GeneratedSummary:
     generator = _Generator(config)
     impressions = int(config.events * 0.55 / 1.04)
     generator.impressions_and_clicks(impressions)
@@ -311,7 +309,7 @@ def generate(config: GeneratorConfig, landing: Path) -> GeneratedSummary:
     return generator.summary
 
 
-def landing_is_empty(landing: Path) -> bool:
+def landing_is_empty(landing: Root) -> bool:
     return not any(
         path.is_file() and not path.name.startswith((".", "_"))
         for source in SOURCES

@@ -11,41 +11,55 @@ data goes through Spark's Delta connector (the rest of `include.delta`).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from deltalake import DeltaTable
+
+from include.storage.objects import Root, S3Path
 
 # Commits written by our streams carry this in their `userMetadata`: which
 # query and which micro-batch wrote them (`include.delta.writes`).
 STREAM_KEY = "streamingQueryId"
 
 
-def is_delta_table(path: str | Path) -> bool:
-    return (Path(path) / "_delta_log").is_dir() and DeltaTable.is_deltatable(str(path))
+def open_table(path: Root, version: int | None = None) -> DeltaTable:
+    """The table with delta-rs, which reads a local folder or s3:// itself."""
+    if isinstance(path, S3Path):
+        return DeltaTable(
+            path.uri, version=version, storage_options=path.connection.storage_options()
+        )
+    return DeltaTable(str(path), version=version)
 
 
-def latest_version(path: str | Path) -> int:
+def is_delta_table(path: Root) -> bool:
+    if isinstance(path, S3Path):
+        return (path / "_delta_log").is_dir() and DeltaTable.is_deltatable(
+            path.uri, storage_options=path.connection.storage_options()
+        )
+    return (path / "_delta_log").is_dir() and DeltaTable.is_deltatable(str(path))
+
+
+def latest_version(path: Root) -> int:
     """The table's current version (from the log; no data file is listed)."""
-    return DeltaTable(str(path)).version()
+    return open_table(path).version()
 
 
-def columns(path: str | Path) -> list[str]:
-    return [field.name for field in DeltaTable(str(path)).schema().fields]
+def columns(path: Root) -> list[str]:
+    return [field.name for field in open_table(path).schema().fields]
 
 
-def files_added(path: str | Path, since: int, version: int | None = None) -> set[str]:
+def files_added(path: Root, since: int, version: int | None = None) -> set[str]:
     """Names of the data files `version` (default: latest) holds and version `since` did not."""
 
     def names(at: int | None) -> set[str]:
-        return {uri.rsplit("/", 1)[-1] for uri in DeltaTable(str(path), version=at).file_uris()}
+        return {uri.rsplit("/", 1)[-1] for uri in open_table(path, version=at).file_uris()}
 
     return names(version) - names(since)
 
 
-def committed_batch(path: str | Path, app_id: str) -> int | None:
+def committed_batch(path: Root, app_id: str) -> int | None:
     """The newest micro-batch (Delta app transaction version) `app_id` committed to the table."""
-    return DeltaTable(str(path)).transaction_version(app_id)
+    return open_table(path).transaction_version(app_id)
 
 
 def _user_metadata(commit: dict[str, Any]) -> dict[str, Any]:
@@ -57,21 +71,21 @@ def _user_metadata(commit: dict[str, Any]) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def streams_that_wrote(path: str | Path) -> set[str]:
+def streams_that_wrote(path: Root) -> set[str]:
     """Query ids of the streams whose micro-batches the table holds."""
     if not is_delta_table(path):
         return set()
     found = set()
-    for commit in DeltaTable(str(path)).history():
+    for commit in open_table(path).history():
         query_id = _user_metadata(commit).get(STREAM_KEY) or commit.get(STREAM_KEY)
         if query_id:  # the second spelling: commits of the delta-rs sink before 0.2
             found.add(str(query_id))
     return found
 
 
-def restores_after(path: str | Path, version: int) -> list[tuple[int, int]]:
+def restores_after(path: Root, version: int) -> list[tuple[int, int]]:
     """RESTORE commits after `version`: (the commit's version, the version it restored)."""
-    table = DeltaTable(str(path))
+    table = open_table(path)
     latest = table.version()
     if latest <= version:
         return []
@@ -90,14 +104,14 @@ _NO_NEW_DATA = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END"})
 BACKFILL = "backfill"
 
 
-def unread_commits(path: str | Path, version: int) -> list[int]:
+def unread_commits(path: Root, version: int) -> list[int]:
     """Versions after `version` that may hold rows a stream of the table has not read.
 
     Judged from each commit's operation (Delta's commit info), so it errs on the
     safe side: any commit but a compaction, a vacuum, one of our backfills or an
     append that wrote no file counts.
     """
-    table = DeltaTable(str(path))
+    table = open_table(path)
     latest = table.version()
     if latest <= version:
         return []

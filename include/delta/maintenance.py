@@ -14,8 +14,9 @@ vacuum of such a table and says which stream is behind).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from include.storage.objects import Root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,7 +51,7 @@ class TableMaintenance:
 
 def compact_and_vacuum(
     spark: SparkSession,
-    path: Path,
+    path: Root,
     name: str,
     retain_hours: int,
     skip_vacuum: str | None = None,

@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from include.delta.log import committed_batch
 from include.delta.writes import append, ensure_table, merge_upsert, rows_committed
+from include.storage.objects import Root
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 def read_stream(
     spark: SparkSession,
-    path: str | Path,
+    path: Root,
     skip_change_commits: bool = False,
     starting_version: int | None = None,
 ) -> DataFrame:
@@ -47,7 +47,7 @@ def read_stream(
     return reader.load(str(path))
 
 
-def streaming_query_id(checkpoint: Path) -> str:
+def streaming_query_id(checkpoint: Root) -> str:
     """The query id Spark keeps in the checkpoint (`StreamingQuery.id`)."""
     metadata = checkpoint / "metadata"
     try:
@@ -70,9 +70,9 @@ class StreamSink:
     """
 
     spark: SparkSession
-    table_path: Path
+    table_path: Root
     schema: T.StructType
-    checkpoint: Path
+    checkpoint: Root
     partition_by: list[str] = field(default_factory=list)
     merge_keys: list[str] = field(default_factory=list)
     # Insert only rows whose keys the table does not hold yet (see `write`).

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
 from include.delta.log import files_added
+from include.storage.objects import Root
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-def read_table(spark: SparkSession, path: str | Path, version: int | None = None) -> DataFrame:
+def read_table(spark: SparkSession, path: Root, version: int | None = None) -> DataFrame:
     """The table (at `version`, with Delta's time travel, if given)."""
     reader = spark.read.format("delta")
     if version is not None:
@@ -22,7 +22,7 @@ def read_table(spark: SparkSession, path: str | Path, version: int | None = None
 
 
 def read_added_since(
-    spark: SparkSession, path: str | Path, since: int | None, version: int | None = None
+    spark: SparkSession, path: Root, since: int | None, version: int | None = None
 ) -> DataFrame:
     """Rows of `version` (default: latest) that were not in version `since`.
 

@@ -26,12 +26,12 @@ import logging
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from include.delta.log import BACKFILL, STREAM_KEY, columns, is_delta_table
 from include.errors import LakehouseError
 from include.faults import crash_point
+from include.storage.objects import Root
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -62,7 +62,7 @@ def _stream_metadata(app_id: str | None, version: int | None, **extra: str) -> s
 
 def ensure_table(
     spark: SparkSession,
-    path: str | Path,
+    path: Root,
     schema: T.StructType,
     partition_by: Sequence[str] = (),
     add_columns: bool = False,
@@ -99,7 +99,7 @@ def ensure_table(
 
 def append(
     df: DataFrame,
-    path: str | Path,
+    path: Root,
     partition_by: Sequence[str] = (),
     app_id: str | None = None,
     version: int | None = None,
@@ -139,7 +139,7 @@ def _session_transaction(
 
 def merge_upsert(
     df: DataFrame,
-    path: str | Path,
+    path: Root,
     keys: Iterable[str],
     app_id: str | None = None,
     version: int | None = None,
@@ -174,7 +174,7 @@ class ConcurrentWriteError(LakehouseError):
     """Another writer changed what a backfill replaces, while it ran: nothing was written."""
 
 
-def _explain_conflict(error: Exception, path: str | Path, what: str) -> Exception:
+def _explain_conflict(error: Exception, path: Root, what: str) -> Exception:
     name = type(error).__name__
     if not name.startswith("Concurrent") and "DELTA_CONCURRENT" not in str(error):
         return error
@@ -190,7 +190,7 @@ def _explain_conflict(error: Exception, path: str | Path, what: str) -> Exceptio
 
 def _replace(
     df: DataFrame,
-    path: str | Path,
+    path: Root,
     predicate: str | None,
     what: str,
     overwrite_schema: bool = False,
@@ -232,9 +232,7 @@ def _replace(
     return rows_committed(df.sparkSession, path)
 
 
-def replace_range(
-    df: DataFrame, path: str | Path, column: str, start: dt.date, end: dt.date
-) -> int:
+def replace_range(df: DataFrame, path: Root, column: str, start: dt.date, end: dt.date) -> int:
     """Atomically replace the rows whose `column` is in [start, end] with `df`.
 
     Every row of `df` must fall in the range (Delta checks it); dates of the
@@ -249,7 +247,7 @@ def replace_range(
     return _replace(df, path, predicate, f"{name} {start}..{end}")
 
 
-def replace_dates(df: DataFrame, path: str | Path, column: str, dates: Iterable[dt.date]) -> int:
+def replace_dates(df: DataFrame, path: Root, column: str, dates: Iterable[dt.date]) -> int:
     """Atomically replace the rows whose `column` is one of `dates` with `df` (one commit)."""
     (name,) = _identifiers(df.columns, [column], "date column")
     chosen = sorted(set(dates))
@@ -261,7 +259,7 @@ def replace_dates(df: DataFrame, path: str | Path, column: str, dates: Iterable[
     return _replace(df, path, f"`{name}` IN ({listed})", f"{name} {', '.join(map(str, chosen))}")
 
 
-def replace_table(df: DataFrame, path: str | Path, overwrite_schema: bool = False) -> int:
+def replace_table(df: DataFrame, path: Root, overwrite_schema: bool = False) -> int:
     """Atomically replace every row of the table with `df` (one commit); with
     `overwrite_schema`, its schema too (columns added, removed or retyped).
 
@@ -278,7 +276,7 @@ def replace_table(df: DataFrame, path: str | Path, overwrite_schema: bool = Fals
     return rows
 
 
-def rows_committed(spark: SparkSession, path: str | Path) -> int:
+def rows_committed(spark: SparkSession, path: Root) -> int:
     """Rows the table's latest commit inserted or updated (Delta's operation metrics)."""
     from delta.tables import DeltaTable
 
@@ -292,7 +290,7 @@ def rows_committed(spark: SparkSession, path: str | Path) -> int:
 
 def append_rows(
     spark: SparkSession,
-    path: str | Path,
+    path: Root,
     rows: list[dict[str, Any]],
     schema: T.StructType,
     app_id: str | None = None,

@@ -18,6 +18,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from include.errors import EXIT_BLOCKED
+from include.orchestration.tasks import settings
 from include.spark import spark_jars
 
 # How the Spark provider reports a non-zero spark-submit exit code.
@@ -28,7 +29,8 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
     """spark-submit of the `lakehouse` CLI; a blocked data-quality gate is final."""
 
     def execute(self, context: Any) -> None:
-        self.jars = ",".join(str(jar) for jar in spark_jars())
+        object_store = settings().object_store is not None
+        self.jars = ",".join(str(jar) for jar in spark_jars(object_store))
         try:
             super().execute(context)
         except AirflowException as error:

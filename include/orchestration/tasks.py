@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from include.settings import Settings
 from include.spark import submit_conf
+from include.storage.objects import S3Path
 from jobs.catalog import bronze_tables, tables_in
 
 if TYPE_CHECKING:
@@ -63,7 +64,8 @@ def settings() -> Settings:
 def layer_assets(layer: str) -> list[Asset]:
     """One Airflow Asset per table of the layer, named `lakehouse.<layer>.<table>`.
 
-    The URI is the table's folder, so lineage tools see the Delta table itself.
+    The URI is the table's folder (`file://` or `s3://`), so lineage tools see the
+    Delta table itself.
     """
     from airflow.sdk import Asset
 
@@ -71,7 +73,7 @@ def layer_assets(layer: str) -> list[Asset]:
     return [
         Asset(
             name=f"lakehouse.{table.replace('/', '.')}",
-            uri=f"file://{root / table}",
+            uri=(root / table).uri if isinstance(root, S3Path) else f"file://{root / table}",
             group="lakehouse",
             extra={"format": "delta", "layer": layer},
         )
@@ -98,6 +100,7 @@ def lakehouse_submit(task_id: str, arguments: Any, **kwargs: Any) -> LakehouseSu
         conf=submit_conf(),
         env_vars={
             "LAKEHOUSE_DATA_ROOT": str(settings().data_root),
+            "LAKEHOUSE_REPORTS_DIR": str(settings().reports),
             "PYSPARK_PYTHON": python,
             "PYSPARK_DRIVER_PYTHON": python,
         },

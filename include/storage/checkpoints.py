@@ -34,7 +34,6 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from include.delta.log import (
@@ -46,7 +45,7 @@ from include.delta.log import (
     unread_commits,
 )
 from include.errors import LakehouseError
-from include.storage.landing import local_path
+from include.storage.objects import Root, location, path_of_uri, write_atomically
 
 SIDECAR = "lakehouse.json"
 # In `lakehouse.json` of a stream `lakehouse recover` restarted over tables its
@@ -77,7 +76,7 @@ class CheckpointError(LakehouseError):
     """A checkpoint that cannot be used as it is."""
 
     def __init__(
-        self, checkpoint: Path, query: str, problem: str, advice: str | None = None
+        self, checkpoint: Root, query: str, problem: str, advice: str | None = None
     ) -> None:
         self.checkpoint = checkpoint
         self.query = query
@@ -97,34 +96,32 @@ class Position:
     offsets: list[dict[str, Any]] = field(default_factory=list)  # of the latest planned batch
 
 
-def read_sidecar(checkpoint: Path) -> dict[str, Any]:
+def read_sidecar(checkpoint: Root) -> dict[str, Any]:
     path = checkpoint / SIDECAR
     if not path.exists():
         return {}
     return dict(json.loads(path.read_text()))
 
 
-def write_sidecar(checkpoint: Path, content: dict[str, Any]) -> None:
+def write_sidecar(checkpoint: Root, content: dict[str, Any]) -> None:
     checkpoint.mkdir(parents=True, exist_ok=True)
-    temporary = checkpoint / f".{SIDECAR}.tmp"
-    temporary.write_text(json.dumps(content, indent=2, sort_keys=True))
-    temporary.replace(checkpoint / SIDECAR)
+    write_atomically(checkpoint / SIDECAR, json.dumps(content, indent=2, sort_keys=True))
 
 
-def restart_version(checkpoint: Path, table: Path) -> int | None:
+def restart_version(checkpoint: Root, table: Root) -> int | None:
     """Where a recovered stream starts reading `table`; None: from its first version."""
     versions = read_sidecar(checkpoint).get("starting_versions", {})
     version = versions.get(str(table.resolve()))
     return None if version is None else int(version)
 
 
-def latest_versions(tables: Sequence[Path]) -> dict[str, int]:
+def latest_versions(tables: Sequence[Root]) -> dict[str, int]:
     """Each existing table's latest version, keyed as `lakehouse.json` keys them."""
     return {str(t.resolve()): latest_version(t) for t in tables if is_delta_table(t)}
 
 
 def record_read(
-    checkpoint: Path, versions: dict[str, int], written: dict[str, int] | None = None
+    checkpoint: Root, versions: dict[str, int], written: dict[str, int] | None = None
 ) -> None:
     """After a successful run: the stream has read every version up to these.
 
@@ -142,7 +139,7 @@ def record_read(
     write_sidecar(checkpoint, sidecar)
 
 
-def unread_versions(checkpoint: Path, query: str, sources: Sequence[Path]) -> dict[Path, list[int]]:
+def unread_versions(checkpoint: Root, query: str, sources: Sequence[Root]) -> dict[Root, list[int]]:
     """Per source table, the versions the stream may not have read yet.
 
     From `lakehouse.json`: the versions read at the last successful run, or,
@@ -156,7 +153,7 @@ def unread_versions(checkpoint: Path, query: str, sources: Sequence[Path]) -> di
         read = {t: v - 1 for t, v in sidecar.get("starting_versions", {}).items()}
     else:
         read = sidecar.get("read_versions", {}) if position.planned == position.completed else {}
-    unread: dict[Path, list[int]] = {}
+    unread: dict[Root, list[int]] = {}
     for table in sources:
         if not is_delta_table(table):
             continue
@@ -171,7 +168,7 @@ def unread_versions(checkpoint: Path, query: str, sources: Sequence[Path]) -> di
     return unread
 
 
-def _log_entries(checkpoint: Path, path: Path, query: str) -> list[Any]:
+def _log_entries(checkpoint: Root, path: Root, query: str) -> list[Any]:
     """A Spark metadata-log file: a version line (`v1`), then one JSON value per line."""
     text = path.read_text(errors="replace")
     lines = text.split("\n")
@@ -187,12 +184,12 @@ def _log_entries(checkpoint: Path, path: Path, query: str) -> list[Any]:
         ) from None
 
 
-def _latest(folder: Path) -> Path | None:
+def _latest(folder: Root) -> Root | None:
     numbered = [p for p in folder.glob("*") if p.name.isdigit()] if folder.is_dir() else []
     return max(numbered, key=lambda p: int(p.name), default=None)
 
 
-def _query_id(checkpoint: Path) -> str | None:
+def _query_id(checkpoint: Root) -> str | None:
     """The query id of a checkpoint, None if it has none (yet) or it is unreadable."""
     try:
         return str(json.loads((checkpoint / "metadata").read_text())["id"])
@@ -200,7 +197,7 @@ def _query_id(checkpoint: Path) -> str | None:
         return None
 
 
-def read_position(checkpoint: Path, query: str) -> Position | None:
+def read_position(checkpoint: Root, query: str) -> Position | None:
     """None for a checkpoint Spark has not started yet; raises if it is damaged."""
     metadata = checkpoint / "metadata"
     planned = _latest(checkpoint / "offsets")
@@ -226,7 +223,7 @@ def read_position(checkpoint: Path, query: str) -> Position | None:
     )
 
 
-def files_read(checkpoint: Path, query: str) -> set[str]:
+def files_read(checkpoint: Root, query: str) -> set[str]:
     """The absolute paths of every file a file-source stream has read.
 
     Spark logs the files of each micro-batch in `sources/0/<batch>` and, every
@@ -235,14 +232,14 @@ def files_read(checkpoint: Path, query: str) -> set[str]:
     batches after it hold every file read.
     """
     folder = checkpoint / "sources" / "0"
-    logs: dict[Path, tuple[int, bool]] = {}
+    logs: dict[Root, tuple[int, bool]] = {}
     for path in folder.iterdir() if folder.is_dir() else []:
         batch, _, suffix = path.name.partition(".")
         if batch.isdigit() and suffix in ("", "compact"):
             logs[path] = (int(batch), suffix == "compact")
     compacted = max((batch for batch, compact in logs.values() if compact), default=-1)
     return {
-        str(local_path(str(entry["path"])))
+        path_of_uri(str(entry["path"]))
         for path, (batch, compact) in logs.items()
         if batch > compacted or (compact and batch == compacted)
         for entry in _log_entries(checkpoint, path, query)
@@ -251,10 +248,10 @@ def files_read(checkpoint: Path, query: str) -> set[str]:
 
 
 def caught_up(
-    checkpoint: Path,
+    checkpoint: Root,
     query: str,
-    files: Sequence[Path] | None = None,
-    sources: Sequence[Path] = (),
+    files: Sequence[Root] | None = None,
+    sources: Sequence[Root] = (),
 ) -> bool:
     """True when starting the stream would plan no micro-batch: it has read all its input.
 
@@ -279,7 +276,7 @@ def caught_up(
 
 
 def guard(
-    checkpoint: Path, query: str, tables: list[Path], other_writers: Sequence[Path] = ()
+    checkpoint: Root, query: str, tables: list[Root], other_writers: Sequence[Root] = ()
 ) -> None:
     """Refuse to start `query` from a checkpoint that would lose or duplicate data.
 
@@ -337,10 +334,10 @@ def guard(
         write_sidecar(checkpoint, {"query": query, "created": created})
 
 
-def _refuse_restored_tables(checkpoint: Path, query: str, sidecar: dict[str, Any]) -> None:
+def _refuse_restored_tables(checkpoint: Root, query: str, sidecar: dict[str, Any]) -> None:
     """Refuse when a table the stream read or wrote is older than the stream recorded."""
     recorded = [
-        (what, Path(table), int(version))
+        (what, location(table, checkpoint), int(version))
         for what, key in (("read", "read_versions"), ("written", "written_versions"))
         for table, version in sidecar.get(key, {}).items()
     ]
@@ -383,7 +380,7 @@ _STATE_ERROR = re.compile(
 )
 
 
-def explain_failure(error: Exception, checkpoint: Path, query: str) -> Exception:
+def explain_failure(error: Exception, checkpoint: Root, query: str) -> Exception:
     """A query failure caused by its checkpoint or state, as a CheckpointError; else unchanged."""
     text = str(error)
     if isinstance(error, LakehouseError) or not _STATE_ERROR.search(text):

@@ -30,13 +30,23 @@ import stat
 import string
 import unicodedata
 import zlib
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote, urlparse
+from urllib.parse import quote
 
 from pyspark.sql import functions as F
+
+from include.storage.objects import (
+    Root,
+    S3Path,
+    location,
+    path_of_uri,
+    relative,
+    write_atomically,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -72,14 +82,15 @@ def manifest_name(file_name: str) -> str:
     return hashlib.sha256(file_name.encode()).hexdigest() + ".json"
 
 
-def scan_landing(folder: Path, manifests: Path, data_root: Path) -> LandingScan:
+def scan_landing(folder: Root, manifests: Root, data_root: Root) -> LandingScan:
     """List `folder` without following any link; give each new file a manifest in `manifests`.
 
     Why not let Spark's file source list the landing folder: it follows
     symbolic links (a link to `/etc/shadow` would be ingested, a link to `/`
     listed recursively), reads the files of subfolders, and remembers only a
     path, so a file rewritten after it was ingested is skipped in silence.
-    So the listing is ours: `os.scandir` with `lstat` semantics. Every
+    So the listing is ours: `os.scandir` with `lstat` semantics (on S3, one
+    level of the prefix: objects are files, sub-prefixes folders). Every
     regular file with a supported name gets a manifest, a one-line JSON file
     (its path, size and modification time) written once, atomically, and
     named after the file's name; bronze's stream is Spark's file source over
@@ -88,32 +99,60 @@ def scan_landing(folder: Path, manifests: Path, data_root: Path) -> LandingScan:
     """
     manifests.mkdir(parents=True, exist_ok=True)
     scan = LandingScan()
+    for entry in sorted(_entries(folder), key=lambda e: e.name):
+        if entry.name.startswith((".", "_")):
+            continue  # files in flight and markers: left alone, silently
+        shown = relative(entry.path, data_root)
+        if entry.problem:
+            scan.not_read.append(f"{shown}: not read: {entry.problem}")
+            continue
+        manifest = manifests / manifest_name(entry.name)
+        known = _read_manifest(manifest)
+        if known is None:
+            content = {"path": str(entry.path), "size": entry.size, "mtime_ns": entry.mtime_ns}
+            write_atomically(manifest, json.dumps(content) + "\n")
+        elif (known["size"], known["mtime_ns"]) != (entry.size, entry.mtime_ns):
+            scan.changed.append(
+                f"{shown}: not read again: changed after it was ingested (size "
+                f"{known['size']:,} -> {entry.size:,} bytes, modified "
+                f"{_when(known['mtime_ns'])} -> {_when(entry.mtime_ns)}); landing files "
+                "are immutable: deliver new lines in a new file"
+            )
+    return scan
+
+
+@dataclass(frozen=True)
+class _Entry:
+    name: str
+    path: Root
+    problem: str | None
+    size: int = 0
+    mtime_ns: int = 0
+
+
+def _entries(folder: Root) -> Iterator[_Entry]:
+    """The entries of a landing folder, each with why it is not ingested (None: it is)."""
+    if isinstance(folder, S3Path):
+        files, prefixes = folder.listing()
+        for prefix in prefixes:
+            yield _Entry(prefix.name, prefix, "a folder (landing folders are flat)")
+        for path, info in files:
+            yield _Entry(
+                path.name, path, _unsupported_name(path.name), info.st_size, info.st_mtime_ns
+            )
+        return
     if not folder.is_dir():
-        return scan
+        return
     with os.scandir(folder) as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
-            name = entry.name
-            if name.startswith((".", "_")):
-                continue  # files in flight and markers: left alone, silently
-            shown = os.path.relpath(entry.path, data_root)
+        for entry in entries:
+            if entry.name.startswith((".", "_")):
+                continue  # may be renamed away at any moment: not even looked at
             problem = _not_ingested(entry)
             if problem:
-                scan.not_read.append(f"{shown}: not read: {problem}")
+                yield _Entry(entry.name, Path(entry.path), problem)
                 continue
-            info = entry.stat(follow_symlinks=False)
-            manifest = manifests / manifest_name(name)
-            known = _read_manifest(manifest)
-            if known is None:
-                content = {"path": entry.path, "size": info.st_size, "mtime_ns": info.st_mtime_ns}
-                _write_atomically(manifest, json.dumps(content) + "\n")
-            elif (known["size"], known["mtime_ns"]) != (info.st_size, info.st_mtime_ns):
-                scan.changed.append(
-                    f"{shown}: not read again: changed after it was ingested (size "
-                    f"{known['size']:,} -> {info.st_size:,} bytes, modified "
-                    f"{_when(known['mtime_ns'])} -> {_when(info.st_mtime_ns)}); landing files "
-                    "are immutable: deliver new lines in a new file"
-                )
-    return scan
+            status = entry.stat(follow_symlinks=False)
+            yield _Entry(entry.name, Path(entry.path), None, status.st_size, status.st_mtime_ns)
 
 
 def _not_ingested(entry: os.DirEntry[str]) -> str | None:
@@ -128,12 +167,16 @@ def _not_ingested(entry: os.DirEntry[str]) -> str | None:
         entry.name.encode("utf-8")
     except UnicodeEncodeError:
         return "a name that is not UTF-8"
-    if not entry.name.endswith(LANDING_SUFFIXES):
+    return _unsupported_name(entry.name)
+
+
+def _unsupported_name(name: str) -> str | None:
+    if not name.endswith(LANDING_SUFFIXES):
         return f"not a supported name (expected {', '.join('*' + s for s in LANDING_SUFFIXES)})"
     return None
 
 
-def _read_manifest(path: Path) -> dict[str, Any] | None:
+def _read_manifest(path: Root) -> dict[str, Any] | None:
     try:
         content = json.loads(path.read_text())
     except FileNotFoundError:
@@ -141,19 +184,12 @@ def _read_manifest(path: Path) -> dict[str, Any] | None:
     return content if isinstance(content, dict) else None
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Written beside under a hidden name (Spark's file source skips those), then renamed."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text)
-    temporary.replace(path)
-
-
 def _when(mtime_ns: int) -> str:
     moment = dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.UTC)
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def manifest_files(manifests: Path) -> list[Path]:
+def manifest_files(manifests: Root) -> list[Root]:
     """The manifests bronze's stream lists (hidden files in flight excluded)."""
     if not manifests.is_dir():
         return []
@@ -161,7 +197,7 @@ def manifest_files(manifests: Path) -> list[Path]:
 
 
 def new_landing_files(
-    spark: SparkSession, manifests: Path, max_files_per_trigger: int
+    spark: SparkSession, manifests: Root, max_files_per_trigger: int
 ) -> DataFrame:
     """A stream of the landing files whose manifests it has not read before, one row per file.
 
@@ -193,8 +229,12 @@ def landing_uri(manifest: str) -> str:
     percent-encoded and other characters left as they are, unless they are
     white space or control characters.
     """
-    path = json.loads(manifest)["path"]
-    return "file:" + "".join(
+    path = str(json.loads(manifest)["path"])
+    scheme = "file:"
+    if path.startswith("s3a://"):  # an object: the bucket, then its key as a path
+        bucket, _, key = path[len("s3a://") :].partition("/")
+        scheme, path = f"s3a://{bucket}", f"/{key}"
+    return scheme + "".join(
         char
         if char in _URI_PATH_CHARS
         or (ord(char) > 127 and not char.isspace() and unicodedata.category(char)[0] != "C")
@@ -203,17 +243,25 @@ def landing_uri(manifest: str) -> str:
     )
 
 
-def still_a_regular_file(uri: str) -> bool:
+def landing_file(uri: str, root: Root) -> Root:
+    """The landing file a URI Spark gave names, as a path under `root`'s storage."""
+    return location(path_of_uri(uri), root)
+
+
+def still_a_regular_file(uri: str, root: Root) -> bool:
     """Not deleted, and not swapped for a link or a folder, since its manifest was written."""
+    path = landing_file(uri, root)
+    if isinstance(path, S3Path):
+        return path.is_file()
     try:
-        return stat.S_ISREG(os.lstat(local_path(uri)).st_mode)
+        return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
 
 
-def read_lines(spark: SparkSession, files: list[str]) -> DataFrame:
+def read_lines(spark: SparkSession, files: list[str], root: Root) -> DataFrame:
     """The lines of landing files (URIs from `new_landing_files`): `value`, `_source_file`."""
-    paths = [_glob_escaped(str(local_path(uri))) for uri in files]
+    paths = [_glob_escaped(str(landing_file(uri, root))) for uri in files]
     return (
         spark.read.format("text")
         .load(paths)
@@ -226,24 +274,19 @@ def _glob_escaped(path: str) -> str:
     return re.sub(r"([\\\[\]{}*?])", r"\\\1", path)
 
 
-def local_path(uri: str) -> Path:
-    """The local path of a `file:` URI as Spark writes it (`_metadata.file_path`, file logs)."""
-    return Path(unquote(urlparse(uri).path))
-
-
-def unreadable_files(uris: list[str], max_line_bytes: int) -> dict[str, str]:
+def unreadable_files(uris: list[str], max_line_bytes: int, root: Root) -> dict[str, str]:
     """The files of `uris` that Spark must not read, with the reason why.
 
     Files are vetted in parallel: zlib decompresses outside the GIL.
     """
     with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
         reasons = pool.map(
-            lambda uri: unreadable_file_reason(local_path(uri), max_line_bytes), uris
+            lambda uri: unreadable_file_reason(landing_file(uri, root), max_line_bytes), uris
         )
         return {uri: reason for uri, reason in zip(uris, reasons, strict=True) if reason}
 
 
-def unreadable_file_reason(path: Path, max_line_bytes: int) -> str | None:
+def unreadable_file_reason(path: Root, max_line_bytes: int) -> str | None:
     """Why Spark must not read `path`, as a quarantine reason, or None when it may.
 
     Only gzip files are checked: decompressed chunk by chunk to the end (so a
@@ -254,7 +297,10 @@ def unreadable_file_reason(path: Path, max_line_bytes: int) -> str | None:
         return None
     line_limit = max(MAX_DECOMPRESSED_LINE_BYTES, max_line_bytes)
     try:
-        with gzip.open(path, "rb") as stream:
+        with (
+            path.open_binary() if isinstance(path, S3Path) else open(path, "rb") as raw,
+            gzip.GzipFile(fileobj=raw, mode="rb") as stream,
+        ):
             too_long = _has_line_longer_than(stream, line_limit)
     except (OSError, EOFError, zlib.error) as error:
         return f"{UNREADABLE}: corrupt or truncated gzip ({error})"

@@ -31,7 +31,6 @@ import re
 import socket
 from collections.abc import Iterator
 from functools import reduce
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
@@ -51,6 +50,7 @@ from include.storage.landing import (
     still_a_regular_file,
     unreadable_files,
 )
+from include.storage.objects import Root, location
 from jobs.catalog import SOURCES, Source
 from jobs.drivers.streaming import run_available_now
 from jobs.quality.ledger import record_lines_read
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 GONE = f"{UNREADABLE}: deleted, or no longer a regular file, when bronze came to read it"
 
 
-def manifests_folder(settings: Settings, source: str) -> Path:
+def manifests_folder(settings: Settings, source: str) -> Root:
     """Where bronze keeps one manifest per landing file of `source` (`include.storage.landing`)."""
     return settings.checkpoint("landing_manifests", source)
 
@@ -85,7 +85,7 @@ class BronzeWriter:
         spark: SparkSession,
         settings: Settings,
         source: Source,
-        checkpoint: Path,
+        checkpoint: Root,
         skip_files: dict[str, list[str]] | None = None,
         skip_offsets: dict[str, dict[str, dict[str, int]]] | None = None,
     ) -> None:
@@ -109,7 +109,7 @@ class BronzeWriter:
         self.lines_read = 0
 
     @property
-    def tables(self) -> list[Path]:
+    def tables(self) -> list[Root]:
         return [self.bronze.table_path, self.quarantine.table_path]
 
     @property
@@ -217,14 +217,14 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: Source) -
     return writer.finish(result)
 
 
-def refuse_a_checkpoint_of_landing_paths(checkpoint: Path, query: str, manifests: Path) -> None:
+def refuse_a_checkpoint_of_landing_paths(checkpoint: Root, query: str, manifests: Root) -> None:
     """A bronze checkpoint of lakehouse 0.2 or older: its stream listed the landing folder.
 
     Spark's file source would take every manifest for a new file and ingest
     every landing file again.
     """
     read = files_read(checkpoint, query)
-    if read and any(Path(path).parent != manifests for path in read):
+    if read and any(location(path, manifests).parent != manifests for path in read):
         raise CheckpointError(
             checkpoint,
             query,
@@ -249,14 +249,15 @@ def parsed_lines(
     swapped for a link, after its manifest was written.
     """
     ingested_at = F.timestamp_micros(F.lit(ingested_at_us))
-    unreadable = {uri: GONE for uri in uris if not still_a_regular_file(uri)}
+    root = settings.data_root
+    unreadable = {uri: GONE for uri in uris if not still_a_regular_file(uri, root)}
     unreadable |= unreadable_files(
-        [uri for uri in uris if uri not in unreadable], settings.max_line_bytes
+        [uri for uri in uris if uri not in unreadable], settings.max_line_bytes, root
     )
     readable = [uri for uri in uris if uri not in unreadable]
     parse = parse_landing_lines(source, settings.max_line_bytes, settings.future_tolerance)
     lines = (
-        read_lines(spark, readable)
+        read_lines(spark, readable, root)
         if readable
         else spark.createDataFrame([], "value string, _source_file string")
     )
@@ -272,7 +273,7 @@ def parsed_lines(
     )
 
 
-def kafka_checkpoint(settings: Settings, source: Source) -> Path:
+def kafka_checkpoint(settings: Settings, source: Source) -> Root:
     return settings.checkpoint("bronze_kafka", source.name)
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
@@ -30,6 +29,7 @@ from pyspark.sql import types as T
 
 from include.delta import append_rows, is_delta_table, read_added_since, read_table
 from include.settings import Settings
+from include.storage.objects import Root
 from jobs.catalog import DERIVED_LAYERS, EVENT_TIME
 from jobs.reports.progress import StageResult
 
@@ -54,11 +54,11 @@ BACKFILLS_SCHEMA = T.StructType(
 )
 
 
-def late_dates_path(settings: Settings) -> Path:
+def late_dates_path(settings: Settings) -> Root:
     return settings.meta("late_dates")
 
 
-def backfills_path(settings: Settings) -> Path:
+def backfills_path(settings: Settings) -> Root:
     return settings.meta("backfills")
 
 
@@ -76,7 +76,7 @@ def record_late_dates(
     spark: SparkSession,
     settings: Settings,
     result: StageResult,
-    sources: Sequence[Path],
+    sources: Sequence[Root],
     read_before: dict[str, int],
 ) -> list[dt.date]:
     """After a run of a stream that dropped rows: the dates of the rows it read below its

@@ -13,16 +13,15 @@ whatever `--retain-hours` says. Each such table's line names the streams.
 from __future__ import annotations
 
 import datetime as dt
-import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from include.delta import is_delta_table
 from include.delta.maintenance import TableMaintenance, compact_and_vacuum
 from include.settings import Settings
+from include.storage.objects import Root, remove_tree
 from jobs.drivers.streaming import unread_inputs
 
 if TYPE_CHECKING:
@@ -44,7 +43,7 @@ class Expired:
         )
 
 
-def delta_tables(settings: Settings) -> Iterator[tuple[str, Path]]:
+def delta_tables(settings: Settings) -> Iterator[tuple[str, Root]]:
     """Every Delta table under lakehouse/ (contract tables and _meta), as (name, path)."""
     if not settings.lakehouse.exists():
         return
@@ -53,9 +52,9 @@ def delta_tables(settings: Settings) -> Iterator[tuple[str, Path]]:
             yield f"{layer.name}/{table.name}", table
 
 
-def streams_behind_on(settings: Settings) -> dict[Path, list[str]]:
+def streams_behind_on(settings: Settings) -> dict[Root, list[str]]:
     """Per table: the streams that still have commits of it to read, as `query (n commits)`."""
-    behind: dict[Path, list[str]] = {}
+    behind: dict[Root, list[str]] = {}
     for query, source, versions in unread_inputs(settings):
         behind.setdefault(source.resolve(), []).append(
             f"{query.id} ({len(versions)} commit(s) unread)"
@@ -77,7 +76,7 @@ def maintain_tables(
         yield compact_and_vacuum(spark, path, name, retain_hours, reason)
 
 
-def _older_than(path: Path, cutoff: float) -> bool:
+def _older_than(path: Root, cutoff: float) -> bool:
     return path.stat().st_mtime < cutoff
 
 
@@ -97,7 +96,7 @@ def expire_reports(settings: Settings, keep_days: int, now: float | None = None)
     for path in [*run_files, *pages]:
         path.unlink()
     for folder in folders:
-        shutil.rmtree(folder)
+        remove_tree(folder)
     # Folders of the Data Docs tree left empty, deepest first.
     for folder in sorted((p for p in validations.rglob("*") if p.is_dir()), reverse=True):
         if not any(folder.iterdir()):

@@ -16,11 +16,11 @@ import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from include.delta import read_table
 from include.settings import Settings
+from include.storage.objects import Root
 from jobs.catalog import TABLES
 from jobs.dates import DateRange
 from jobs.drivers.backfill import compute_tables, in_range, write_range
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-def streaming_watermark(checkpoint: Path) -> int | None:
+def streaming_watermark(checkpoint: Root) -> int | None:
     """The watermark (epoch ms) of the last micro-batch recorded in a query's checkpoint."""
     offsets = [p for p in (checkpoint / "offsets").glob("*") if p.name.isdigit()]
     if not offsets:
@@ -66,7 +66,7 @@ def _rows(frame: DataFrame, dates: DateRange, column: str | None) -> DataFrame:
 
 def run_parity(
     spark: SparkSession, settings: Settings, dates: DateRange
-) -> tuple[list[TableParity], Path]:
+) -> tuple[list[TableParity], Root]:
     watermarks = {
         table.id: streaming_watermark(settings.checkpoint(table.layer, table.name))
         for table in TABLES

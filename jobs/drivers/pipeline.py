@@ -16,13 +16,13 @@ import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
 from include.delta import is_delta_table, latest_version, read_added_since
 from include.settings import Settings
+from include.storage.objects import Root
 from jobs.catalog import LAYERS, SOURCES
 from jobs.drivers.bronze import run_bronze
 from jobs.drivers.tables import refuse_changed_rules, run_tables
@@ -50,7 +50,7 @@ def run_layer(spark: SparkSession, settings: Settings, layer: str) -> Iterator[S
     return run_tables(spark, settings, layer)
 
 
-def _version(path: Path) -> int | None:
+def _version(path: Root) -> int | None:
     return latest_version(path) if is_delta_table(path) else None
 
 

@@ -21,9 +21,7 @@
 from __future__ import annotations
 
 import datetime as dt
-import shutil
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -38,6 +36,7 @@ from include.storage.checkpoints import (
     read_sidecar,
     write_sidecar,
 )
+from include.storage.objects import Root, move_tree, relative
 from jobs.catalog import SOURCES, TABLES, Table, tables_in
 from jobs.dates import DateRange
 from jobs.drivers.backfill import bronze_days, run_backfill
@@ -72,7 +71,7 @@ def streams_behind(settings: Settings) -> list[str]:
         waiting.add(table.id)
     for table, source, versions in unread_inputs(settings):
         if table.id not in waiting:
-            name = source.relative_to(settings.lakehouse)
+            name = relative(source, settings.lakehouse)
             behind.append(f"{table.id}: {len(versions)} commit(s) of {name} not read yet")
     return behind
 
@@ -88,7 +87,7 @@ def bronze_dates(spark: SparkSession, settings: Settings) -> DateRange | None:
 
 def recover_layer(
     spark: SparkSession, settings: Settings, layer: str, echo: Callable[[str], None] = print
-) -> Path:
+) -> Root:
     """Retire the layer's checkpoints and restart its streams without loss or duplicates."""
     if layer != "bronze":
         return recover_tables(spark, settings, list(tables_in(layer)), echo)
@@ -148,7 +147,7 @@ def recover_tables(
     settings: Settings,
     tables: Sequence[Table],
     echo: Callable[[str], None] = print,
-) -> Path:
+) -> Root:
     """Retire the tables' checkpoints, rebuild the tables by backfill from bronze, restart them.
 
     `recover --layer` does it for a layer's tables, `migrate` for the tables
@@ -190,10 +189,9 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def _retire(checkpoint: Path, target: Path, query: str, echo: Callable[[str], None]) -> None:
+def _retire(checkpoint: Root, target: Root, query: str, echo: Callable[[str], None]) -> None:
     if checkpoint.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(checkpoint, target)
+        move_tree(checkpoint, target)
         echo(f"{query}: checkpoint moved to {target}")
 
 
@@ -232,7 +230,7 @@ def restate_ledger(
             )
 
 
-def _offsets_in(spark: SparkSession, table: Path) -> dict[str, dict[str, int]]:
+def _offsets_in(spark: SparkSession, table: Root) -> dict[str, dict[str, int]]:
     """Per topic and partition, the highest offset of a message the table holds."""
     if not is_delta_table(table):
         return {}
@@ -251,7 +249,7 @@ def _offsets_in(spark: SparkSession, table: Path) -> dict[str, dict[str, int]]:
     return offsets
 
 
-def _files_in(spark: SparkSession, table: Path) -> list[str]:
+def _files_in(spark: SparkSession, table: Root) -> list[str]:
     if not is_delta_table(table):
         return []
     lines = read_table(spark, table)

@@ -17,6 +17,7 @@ from include.storage.checkpoints import (
     record_read,
     unread_versions,
 )
+from include.storage.objects import Root
 from jobs.catalog import TABLES, Table
 from jobs.reports.progress import StageResult, timed
 
@@ -29,14 +30,14 @@ BatchWriter = Callable[["DataFrame", int], None]
 def run_available_now(
     name: str,
     build: Callable[[], DataFrame],
-    checkpoint: Path,
+    checkpoint: Root,
     write_batch: BatchWriter,
-    tables: Sequence[Path],
+    tables: Sequence[Root],
     output_mode: str = "append",
-    files: Sequence[Path] | None = None,
-    sources: Sequence[Path] = (),
+    files: Sequence[Root] | None = None,
+    sources: Sequence[Root] = (),
     after_run: Callable[[StageResult], object] | None = None,
-    other_writers: Sequence[Path] = (),
+    other_writers: Sequence[Root] = (),
 ) -> StageResult:
     """Process everything available now, in micro-batches, then stop.
 
@@ -97,14 +98,14 @@ def run_available_now(
     return result
 
 
-def read_sources(settings: Settings, table: Table) -> list[Path]:
+def read_sources(settings: Settings, table: Table) -> list[Root]:
     """The Delta tables the table's stream has recorded reading (its sidecar)."""
     sidecar = read_sidecar(settings.checkpoint(table.layer, table.name))
     read = sidecar.get("read_versions") or sidecar.get("starting_versions") or {}
     return [Path(path) for path in read]
 
 
-def unread_inputs(settings: Settings) -> Iterator[tuple[Table, Path, list[int]]]:
+def unread_inputs(settings: Settings) -> Iterator[tuple[Table, Root, list[int]]]:
     """Per silver and gold stream: each input table with commits it has not read yet."""
     for table in TABLES:
         checkpoint = settings.checkpoint(table.layer, table.name)

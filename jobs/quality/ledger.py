@@ -8,13 +8,13 @@ bronze rows + quarantine rows.
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql import types as T
 
 from include.delta import append_rows
 from include.settings import Settings
+from include.storage.objects import Root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,7 +30,7 @@ LEDGER_SCHEMA = T.StructType(
 )
 
 
-def ledger_path(settings: Settings) -> Path:
+def ledger_path(settings: Settings) -> Root:
     return settings.meta("bronze_ledger")
 
 

@@ -35,7 +35,6 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
@@ -43,6 +42,7 @@ from pyspark.sql import types as T
 
 from include.delta import append_rows, is_delta_table, latest_version, read_added_since, read_table
 from include.settings import Settings
+from include.storage.objects import Root
 from jobs.catalog import LAYERS, SOURCES, TABLES_BY_ID, bronze_tables, sql_parameters, tables_in
 from jobs.quality.gate import Outcome, QualityGate, Suite, load_suites
 from jobs.quality.ledger import ledger_path
@@ -147,7 +147,7 @@ class LayerCheck:
         ]
 
 
-def results_path(settings: Settings) -> Path:
+def results_path(settings: Settings) -> Root:
     return settings.meta("dq_results")
 
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import types as T
 
 from include.delta import append_rows
 from include.settings import Settings
+from include.storage.objects import Root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -43,7 +43,7 @@ PROGRESS_SCHEMA = T.StructType(
 )
 
 
-def event_log_path(settings: Settings) -> Path:
+def event_log_path(settings: Settings) -> Root:
     return settings.meta("query_progress")
 
 
@@ -108,7 +108,8 @@ def describe_state(spark: SparkSession, settings: Settings) -> list[OperatorStat
     # with the streaming query manager: make sure it exists in this session.
     spark.streams.active  # noqa: B018
     found = []
-    for checkpoint in sorted(settings.checkpoints.glob("*/*")):
+    checkpoints: list[Root] = list(settings.checkpoints.glob("*/*"))
+    for checkpoint in sorted(checkpoints, key=str):
         if not (checkpoint / "state").is_dir():
             continue
         operators = (
