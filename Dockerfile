@@ -2,11 +2,16 @@
 # runs every service from it: the Airflow api-server, scheduler and
 # dag-processor, the Spark master and worker, and the `lakehouse` CLI.
 
-# Delta Lake's Spark connector, fetched at build time from Maven Central as
-# jars/pom.xml pins it (`make setup` does the same on a developer machine).
+# Delta Lake's and Kafka's Spark connectors, Spark's S3 connector and S3Proxy (the
+# s3 service), fetched at build time from Maven Central as the poms under jars/ pin
+# them (`make setup` does the same on a developer machine).
 FROM maven:3.9-eclipse-temurin-17 AS jars
 COPY jars/pom.xml /jars/pom.xml
-RUN mvn --batch-mode --quiet -f /jars/pom.xml dependency:copy-dependencies -DoutputDirectory=/jars
+COPY jars/s3/pom.xml /jars/s3/pom.xml
+COPY jars/s3proxy/pom.xml /jars/s3proxy/pom.xml
+RUN for pom in /jars/pom.xml /jars/s3/pom.xml /jars/s3proxy/pom.xml; do \
+      mvn --batch-mode --quiet -f "$pom" dependency:copy-dependencies -DoutputDirectory=. || exit 1; \
+    done
 
 FROM python:3.11-slim-bookworm
 
@@ -27,6 +32,8 @@ COPY expectations ./expectations
 # Error messages point at the runbook and the contract.
 COPY docs ./docs
 COPY --from=jars /jars/*.jar ./jars/
+COPY --from=jars /jars/s3/*.jar ./jars/s3/
+COPY --from=jars /jars/s3proxy/*.jar ./jars/s3proxy/
 RUN pip install --no-cache-dir --no-deps -e .
 
 USER lakehouse

@@ -90,14 +90,15 @@ kafka-status: setup
 # S3Proxy serving .s3/data as S3 on 127.0.0.1:9000 with generated credentials; writes
 # .s3/lakehouse.env, which points every command at s3a://lakehouse/data (docs/object-storage.md).
 S3_PORT ?= 9000
+S3_STATE ?= .s3
 s3-up: setup
-	$(BIN)/python -m dev.s3_server start --port $(S3_PORT)
+	$(BIN)/python -m dev.s3_server start --port $(S3_PORT) --state $(S3_STATE)
 
 s3-down: setup
-	$(BIN)/python -m dev.s3_server stop
+	$(BIN)/python -m dev.s3_server stop --state $(S3_STATE)
 
 s3-status: setup
-	$(BIN)/python -m dev.s3_server status
+	$(BIN)/python -m dev.s3_server status --state $(S3_STATE)
 
 # A Spark standalone master and worker on this machine (spark://127.0.0.1:7077).
 spark-cluster-up: setup

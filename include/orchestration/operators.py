@@ -18,7 +18,6 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from include.errors import EXIT_BLOCKED
-from include.orchestration.tasks import settings
 from include.spark import spark_jars
 
 # How the Spark provider reports a non-zero spark-submit exit code.
@@ -28,9 +27,13 @@ _EXIT_CODE = re.compile(r"Error code is: (\d+)\.")
 class LakehouseSubmitOperator(SparkSubmitOperator):
     """spark-submit of the `lakehouse` CLI; a blocked data-quality gate is final."""
 
+    def __init__(self, *, object_store: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # A data root on S3 also needs Spark's S3 connector (jars/s3/).
+        self.object_store = object_store
+
     def execute(self, context: Any) -> None:
-        object_store = settings().object_store is not None
-        self.jars = ",".join(str(jar) for jar in spark_jars(object_store))
+        self.jars = ",".join(str(jar) for jar in spark_jars(self.object_store))
         try:
             super().execute(context)
         except AirflowException as error:

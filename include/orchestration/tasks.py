@@ -98,6 +98,7 @@ def lakehouse_submit(task_id: str, arguments: Any, **kwargs: Any) -> LakehouseSu
         conn_id=SPARK_CONN_ID,
         name=f"lakehouse-{task_id}",
         conf=submit_conf(),
+        object_store=settings().object_store is not None,
         env_vars={
             "LAKEHOUSE_DATA_ROOT": str(settings().data_root),
             "LAKEHOUSE_REPORTS_DIR": str(settings().reports),

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from include.delta import is_delta_table
 from include.delta.maintenance import TableMaintenance, compact_and_vacuum
 from include.settings import Settings
-from include.storage.objects import Root, remove_tree
+from include.storage.objects import Root, newest_change, remove_tree
 from jobs.drivers.streaming import unread_inputs
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def maintain_tables(
 
 
 def _older_than(path: Root, cutoff: float) -> bool:
-    return path.stat().st_mtime < cutoff
+    return newest_change(path) < cutoff
 
 
 def expire_reports(settings: Settings, keep_days: int, now: float | None = None) -> Expired:

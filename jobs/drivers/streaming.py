@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from include.settings import Settings
@@ -17,7 +16,7 @@ from include.storage.checkpoints import (
     record_read,
     unread_versions,
 )
-from include.storage.objects import Root
+from include.storage.objects import Root, location
 from jobs.catalog import TABLES, Table
 from jobs.reports.progress import StageResult, timed
 
@@ -102,7 +101,7 @@ def read_sources(settings: Settings, table: Table) -> list[Root]:
     """The Delta tables the table's stream has recorded reading (its sidecar)."""
     sidecar = read_sidecar(settings.checkpoint(table.layer, table.name))
     read = sidecar.get("read_versions") or sidecar.get("starting_versions") or {}
-    return [Path(path) for path in read]
+    return [location(path, settings.data_root) for path in read]
 
 
 def unread_inputs(settings: Settings) -> Iterator[tuple[Table, Root, list[int]]]:

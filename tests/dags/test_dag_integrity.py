@@ -21,6 +21,7 @@ from airflow.sdk.exceptions import ParamValidationError
 from include.orchestration import ENTRY_POINT, OWNER, SPARK_CONN_ID, WRITERS_POOL, layer_tables
 from include.orchestration.operators import LakehouseSubmitOperator
 from include.settings import Settings
+from include.spark import spark_jars
 from jobs.catalog import LAYERS
 from jobs.cli import build_parser
 from jobs.quality.validate import LAYER_CHECKS, RECONCILIATION
@@ -218,3 +219,23 @@ def test_maintenance_dag_runs_nightly_in_the_writers_pool_then_validates_whole_t
     assert validate.application_args == ["validate"]
     assert maintain.pool == validate.pool == WRITERS_POOL
     assert validate.upstream_task_ids == {"maintain"}
+
+
+def test_on_an_s3_root_the_tasks_carry_the_s3_connector_and_keep_reports_local(monkeypatch):
+    """The same DAGs parsed with LAKEHOUSE_DATA_ROOT=s3a://...: assets are s3:// URIs,
+    spark-submit gets Spark's S3 connector, reports go to the local reports folder."""
+    monkeypatch.setenv("LAKEHOUSE_DATA_ROOT", "s3a://lakehouse/data")
+    monkeypatch.delenv("LAKEHOUSE_REPORTS_DIR", raising=False)
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    assert not bag.import_errors
+    dag = bag.dags["lakehouse_incremental"]
+    gate = dag.get_task("validate_gold")
+    assert {asset.uri for asset in gate.outlets} == {
+        f"s3://lakehouse/data/lakehouse/{t}" for t in layer_tables("gold")
+    }
+    task = dag.get_task("gold")
+    assert task.env_vars["LAKEHOUSE_DATA_ROOT"] == "s3a://lakehouse/data"
+    assert task.env_vars["LAKEHOUSE_REPORTS_DIR"] == str(Path("reports").resolve())
+    assert task.object_store
+    jars = spark_jars(object_store=task.object_store)
+    assert any(jar.name.startswith("hadoop-aws-") for jar in jars)

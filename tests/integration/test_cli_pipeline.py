@@ -8,7 +8,14 @@ from collections import Counter
 import pytest
 
 from jobs.reports.monitoring import event_log_path
-from tests.helpers import TABLE_NAMES, delta_count, delta_table, run_cli, settings_for
+from tests.helpers import (
+    TABLE_NAMES,
+    assert_gold_agrees_with_duckdb,
+    delta_count,
+    delta_table,
+    run_cli,
+    settings_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -60,37 +67,9 @@ def test_state_command_lists_every_stateful_operator(root):
     assert done.stdout.count("applyInPandasWithState") == 2
 
 
-# The columns that identify a gold row and its figures (ctr and event_date follow from them).
-GOLD_COLUMNS = {
-    "ad_performance_hourly": "window_start, window_end, ad_id, campaign_id, impressions, clicks",
-    "actions_10min": "window_start, window_end, action, actions",
-    "user_status": "user_id, status, last_action, last_event_time",
-}
-
-
 def test_every_gold_row_agrees_with_duckdb_computing_gold_from_the_landing_files(root, tmp_path):
-    """An independent implementation (the benchmark's DuckDB reference) of the same rules.
-
-    DuckDB computes every window in one batch; the streams have written the
-    windows the watermark closed. Each of those must be in DuckDB's result,
-    identical; user_status (one row per user) must match whole.
-    """
-    duckdb = pytest.importorskip("duckdb")
-    from benchmarks.references import duckdb_gold
-
-    computed = duckdb_gold(root, tmp_path)
-    settings = settings_for(root)
-    db = duckdb.connect()
-    for name, columns in GOLD_COLUMNS.items():
-        ours = delta_table(settings.table("gold", name))
-        db.register("ours", ours)
-        missing = db.sql(
-            f"SELECT {columns} FROM ours "  # noqa: S608 (table names and paths of the test)
-            f"EXCEPT SELECT {columns} FROM read_parquet('{tmp_path / name}.parquet')"
-        ).fetchall()
-        assert ours.num_rows > 0 and not missing, (name, missing[:5])
-        if name == "user_status":
-            assert computed["rows"][name] == ours.num_rows
+    pytest.importorskip("duckdb")
+    assert_gold_agrees_with_duckdb(settings_for(root), root, tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,7 @@ def test_compose_file_is_valid_against_the_compose_spec(compose):
         "spark-master",
         "spark-worker",
         "kafka",
+        "s3",
         "lakehouse",
     }
     for name, service in services.items():
@@ -107,10 +108,9 @@ def test_airflow_uses_postgres_and_submits_to_the_spark_cluster(compose):
         assert services[name]["depends_on"]["airflow-init"] == {
             "condition": "service_completed_successfully"
         }
-    # Driver (scheduler), executors (worker) and the CLI see the same data root.
-    for name in ("airflow-scheduler", "spark-worker", "lakehouse"):
-        assert "lakehouse-data:/data" in services[name]["volumes"], name
-    assert services["airflow-scheduler"]["environment"]["LAKEHOUSE_DATA_ROOT"] == "/data"
+    # Driver (scheduler), executors (worker) and the CLI see the same data root: on
+    # the s3 service, not on a volume (test_the_data_root_is_on_the_s3_service...).
+    assert "volumes" not in services["spark-worker"]
     # Every service but Postgres runs the image built from this repository.
     built = {n for n, s in services.items() if s.get("build") == "."}
     assert built == set(services) - {"postgres", "kafka"}
@@ -152,7 +152,7 @@ def test_credentials_come_only_from_the_uncommitted_env_file(compose):
     assert required >= {"POSTGRES_PASSWORD", "AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_FERNET_KEY"}
     assert required | {m.group(1) for m in VARIABLE.finditer(text)} <= set(env_example())
     # Without a .env the file refuses to resolve, rather than start with blank secrets.
-    with pytest.raises(KeyError, match="POSTGRES_USER is required"):
+    with pytest.raises(KeyError, match="is required: set in .env"):
         resolved({})
     assert all(value == "change-me" for key, value in env_example().items() if "PASSWORD" in key)
     ignored = subprocess.run(
@@ -168,7 +168,7 @@ def test_published_ports_listen_on_localhost_unless_configured_otherwise(compose
         for name, service in compose["services"].items()
         for port in service.get("ports", [])
     ]
-    assert {name for name, _ in published} == {"airflow-apiserver", "spark-master", "kafka"}
+    assert {name for name, _ in published} == {"airflow-apiserver", "spark-master", "kafka", "s3"}
     assert all(port.startswith("127.0.0.1:") for _, port in published), published
     opened = resolved(env_example() | {"LAKEHOUSE_BIND_ADDRESS": "0.0.0.0"})  # noqa: S104
     ports = [p for s in opened["services"].values() for p in s.get("ports", [])]
@@ -222,3 +222,32 @@ def test_airflow_init_refuses_the_placeholder_secrets_before_anything_else(compo
         assert one_left.returncode == 1 and name in one_left.stderr
         assert check({**chosen, name: "  "}).returncode == 1
     assert check(chosen).returncode == 0
+
+
+def test_the_data_root_is_on_the_s3_service_with_credentials_from_env(compose):
+    services = compose["services"]
+    s3 = services["s3"]
+    example = env_example()
+    assert s3["environment"] == {
+        "S3_ACCESS_KEY_ID": example["S3_ACCESS_KEY_ID"],
+        "S3_SECRET_ACCESS_KEY": example["S3_SECRET_ACCESS_KEY"],
+    }
+    # S3Proxy from the project image's jars (jars/s3proxy/pom.xml), file-system back end.
+    command = s3["command"][0]
+    assert "org.gaul.s3proxy.Main" in command and "/opt/lakehouse/jars/s3proxy/*" in command
+    assert "jclouds.provider=filesystem-nio2" in command and "mkdir -p /s3/lakehouse" in command
+    assert "s3-data:/s3" in s3["volumes"]
+    assert s3["ports"] == ["127.0.0.1:9000:9000"]
+    for name in ("airflow-scheduler", "airflow-apiserver", "lakehouse"):
+        env = services[name]["environment"]
+        assert env["LAKEHOUSE_DATA_ROOT"] == "s3a://lakehouse/data", name
+        assert env["AWS_ENDPOINT_URL"] == "http://s3:9000", name
+        assert env["AWS_ACCESS_KEY_ID"] == example["S3_ACCESS_KEY_ID"], name
+        assert env["AWS_SECRET_ACCESS_KEY"] == example["S3_SECRET_ACCESS_KEY"], name
+        # Reports stay on local disk, beside Airflow.
+        assert env["LAKEHOUSE_REPORTS_DIR"] == "/data/reports", name
+    assert services["airflow-scheduler"]["depends_on"]["s3"] == {"condition": "service_healthy"}
+    # The image holds the connector and the server (the Dockerfile's Maven stage).
+    dockerfile = (REPO / "Dockerfile").read_text()
+    for pom in ("jars/s3/pom.xml", "jars/s3proxy/pom.xml"):
+        assert f"COPY {pom} /{pom}" in dockerfile, pom

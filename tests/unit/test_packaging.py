@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from tests.helpers import REPO
 
@@ -52,6 +53,23 @@ def test_delta_jars_match_the_python_packages():
     # The image fetches the same jars at build time into the folder sessions read.
     dockerfile = (REPO / "Dockerfile").read_text()
     assert "jars/pom.xml" in dockerfile and "./jars/" in dockerfile
+
+
+def test_the_s3_connector_is_hadoops_at_the_version_pyspark_ships():
+    """hadoop-aws must be built against the Hadoop on Spark's classpath (pyspark's jars)."""
+    import pyspark
+
+    shipped = sorted(
+        (Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"), key=str
+    )
+    assert len(shipped) == 1, shipped
+    hadoop = shipped[0].name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    pom = (REPO / "jars" / "s3" / "pom.xml").read_text()
+    assert f"<hadoop.version>{hadoop}</hadoop.version>" in pom
+    assert "<artifactId>hadoop-aws</artifactId>" in pom
+    # S3Proxy, the local S3 server, is pinned and never on Spark's classpath.
+    server = (REPO / "jars" / "s3proxy" / "pom.xml").read_text()
+    assert re.search(r"<artifactId>s3proxy</artifactId>\s*<version>[\d.]+</version>", server)
 
 
 def test_ci_runs_the_readme_test_command():

@@ -1,0 +1,260 @@
+"""The lakehouse on an object-store data root: `s3a://` on a real S3 API server.
+
+The server is S3Proxy (jars/s3proxy/), started and stopped with the README's
+`make s3-up` / `make s3-down` on a free port, its credentials generated. Every
+command runs as a user runs it, `LAKEHOUSE_DATA_ROOT=s3a://lakehouse/<prefix>`
+and the AWS variables in its environment; nothing of the data root touches
+local disk (the run reports go to LAKEHOUSE_REPORTS_DIR).
+
+The root the module's tests read is built by a crash: `lakehouse generate`
+into the bucket, a `lakehouse run` that SIGKILLs itself inside a seeded Delta
+write of silver or gold, then the rerun. What follows checks it as the crash
+suite does without a second uninterrupted run: every landing line in bronze or
+quarantine exactly once, gold equal to DuckDB's computation from the same
+landing objects (the held-out reference), streaming equal to batch (`lakehouse
+parity`), and the tables open with `deltalake` from `s3://`. The crash suite at
+full size runs on S3 too, behind `--full` (test_crash_recovery.py).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from dev.s3_server import S3Server, free_port
+from include.orchestration import REPO
+from include.storage import locks
+from include.storage.locks import WriterBusyError, writer_lock
+from include.storage.objects import S3Path
+from jobs.catalog import SOURCES
+from tests.helpers import (
+    TABLE_NAMES,
+    assert_gold_agrees_with_duckdb,
+    delta_rows,
+    delta_table,
+    landing_lines,
+    run_cli,
+    settings_for,
+)
+
+pytestmark = pytest.mark.slow
+
+EVENTS, SEED = 3000, 9
+DAYS_ARGS = ("--start", "2026-11-01", "--days", "2")
+PARITY_ARGS = ("--start", "2026-11-01", "--end", "2026-11-02")
+
+
+@dataclass(frozen=True)
+class ObjectStore:
+    server: S3Server
+    env: dict[str, str]  # what `make s3-up` wrote to lakehouse.env, and a reports folder
+
+    def root(self, prefix: str) -> S3Path:
+        return self.server.root(f"s3a://lakehouse/{prefix}")
+
+    def env_for(self, root: S3Path, **more: str) -> dict[str, str]:
+        return {**self.env, "LAKEHOUSE_DATA_ROOT": str(root), **more}
+
+
+def make(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["make", "--no-print-directory", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory) -> ObjectStore:
+    state = tmp_path_factory.mktemp("s3")
+    port = free_port()
+    up = make("s3-up", f"S3_PORT={port}", f"S3_STATE={state}")
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert f"S3Proxy on http://127.0.0.1:{port}" in up.stdout
+    env = dict(line.split("=", 1) for line in (state / "lakehouse.env").read_text().splitlines())
+    assert env["LAKEHOUSE_DATA_ROOT"] == "s3a://lakehouse/data"
+    assert (state / "credentials.json").stat().st_mode & 0o077 == 0
+    env["LAKEHOUSE_REPORTS_DIR"] = str(tmp_path_factory.mktemp("reports"))
+    try:
+        yield ObjectStore(S3Server(state, port), env)
+    finally:
+        down = make("s3-down", f"S3_STATE={state}")
+        assert down.returncode == 0, down.stdout + down.stderr
+
+
+@dataclass(frozen=True)
+class Streamed:
+    root: S3Path
+    kill: str
+    rerun_output: str
+
+
+@pytest.fixture(scope="module")
+def streamed(s3: ObjectStore) -> Streamed:
+    root = s3.root("streamed")
+    env = s3.env_for(root)
+    generated = run_cli(
+        "generate", "--events", str(EVENTS), "--seed", str(SEED), *DAYS_ARGS, env=env
+    )
+    assert generated.returncode == 0, generated.stderr
+    assert "landing: s3a://lakehouse/streamed/landing" in generated.stdout
+    # A run has about 40 Delta writes, bronze's and the ledger's first: the kill
+    # lands in silver or gold, while Spark writes the files or Delta commits them.
+    rng = random.Random(SEED)
+    kill = f"write.before_commit:{rng.randint(14, 30)}+{rng.randint(0, 1500)}"
+    killed = run_cli("run", env={**env, "LAKEHOUSE_CRASH_AT": kill})
+    assert killed.returncode == -signal.SIGKILL, (
+        kill,
+        killed.stdout[-3000:],
+        killed.stderr[-3000:],
+    )
+    done = run_cli("run", env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return Streamed(root, kill, done.stdout)
+
+
+def test_a_run_on_s3_puts_every_table_there_and_deltalake_reads_them_from_s3(streamed, s3):
+    settings = settings_for(streamed.root)
+    assert "tables:      s3a://lakehouse/streamed/lakehouse/" in streamed.rerun_output
+    assert "checkpoints: s3a://lakehouse/streamed/checkpoints" in streamed.rerun_output
+    assert f"report:      {s3.env['LAKEHOUSE_REPORTS_DIR']}" in streamed.rerun_output
+    for layer, name in TABLE_NAMES:
+        path = settings.table(layer, name)
+        assert isinstance(path, S3Path) and delta_table(path).num_rows > 0, f"{layer}/{name}"
+    # Checkpoints, manifests, the pipeline's own tables: all objects in the bucket.
+    for where in ("checkpoints/silver/user_sessions/commits", "lakehouse/_meta/bronze_ledger"):
+        assert (streamed.root / where).is_dir(), where
+    assert not (streamed.root / locks.LOCK_FILE).exists()  # released after the run
+
+
+def test_after_the_crash_every_landing_line_is_in_bronze_or_quarantine_exactly_once(streamed):
+    settings = settings_for(streamed.root)
+    for source, spec in SOURCES.items():
+        lines = landing_lines(settings.landing, source)
+        bronze = delta_rows(settings.table("bronze", source), [*spec.fields, "_source_file"])
+        quarantine = delta_rows(settings.table("quarantine", source), ["raw", "_source_file"])
+        assert sum(bronze.values()) + sum(quarantine.values()) == len(lines), source
+        assert all(n == 1 for n in quarantine.values()), source
+        assert all(str(row[-1]).startswith("s3a://lakehouse/streamed/landing/") for row in bronze)
+
+
+def test_gold_on_s3_agrees_with_duckdb_over_the_same_landing_objects(streamed, tmp_path):
+    pytest.importorskip("duckdb")
+    copy = tmp_path / "copy"
+    for path, _ in (streamed.root / "landing").objects():
+        target = copy / "landing" / path.relative_to(streamed.root / "landing")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+    assert_gold_agrees_with_duckdb(settings_for(streamed.root), copy, tmp_path / "duckdb")
+
+
+def test_parity_on_s3_finds_streaming_and_batch_identical(streamed, s3):
+    done = run_cli("parity", *PARITY_ARGS, env=s3.env_for(streamed.root))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "streaming and batch agree" in done.stdout, done.stdout[-3000:]
+
+
+def test_the_writer_lock_on_s3_is_one_object_created_by_a_conditional_write(s3):
+    root = s3.root("locks")
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with writer_lock(root, "run", timeout_seconds=5):
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(30)
+        with (
+            pytest.raises(WriterBusyError, match=r"another writer is working on s3a://.* \(run,"),
+            writer_lock(root, "backfill", timeout_seconds=1),
+        ):
+            pass
+    finally:
+        release.set()
+        holder.join()
+    assert not (root / locks.LOCK_FILE).exists()
+    with writer_lock(root, "backfill", timeout_seconds=1):  # free again
+        pass
+
+
+def test_a_lock_left_by_a_dead_writer_is_taken_over(s3):
+    root = s3.root("stale-locks")
+    lock = root / locks.LOCK_FILE
+    # A process of this host that is gone: taken over at once, lease or not.
+    process = subprocess.Popen(["true"])
+    process.wait()
+    lock.write_text(
+        json.dumps(
+            {"pid": process.pid, "host": socket.gethostname(), "command": "run", "since": "x"}
+            | {"lease_until": time.time() + 3600}
+        )
+    )
+    messages: list[str] = []
+    with writer_lock(root, "backfill", timeout_seconds=5, echo=messages.append):
+        pass
+    assert messages and messages[0].startswith("took over the writer lock"), messages
+    # Another host's writer whose lease ran out.
+    lock.write_text(
+        '{"pid": 1, "host": "elsewhere", "command": "run", "since": "x", "lease_until": 0}'
+    )
+    with writer_lock(root, "backfill", timeout_seconds=5, echo=messages.append):
+        pass
+    # A live lease elsewhere is respected until the timeout.
+    lock.write_text(
+        '{"pid": 1, "host": "elsewhere", "command": "run", "since": "x", '
+        f'"lease_until": {time.time() + 3600}}}'
+    )
+    with (
+        pytest.raises(WriterBusyError, match="pid 1 on elsewhere"),
+        writer_lock(root, "backfill", timeout_seconds=1),
+    ):
+        pass
+    lock.unlink()
+
+
+def test_the_lease_is_renewed_while_the_writer_works(s3, monkeypatch):
+    monkeypatch.setattr(locks, "LEASE_SECONDS", 0.6)
+    root = s3.root("leases")
+    lock = root / locks.LOCK_FILE
+    with writer_lock(root, "run", timeout_seconds=1):
+        first = Counter(lock.read_text().split(","))
+        time.sleep(1.0)  # longer than the lease: renewed at least twice meanwhile
+        assert Counter(lock.read_text().split(",")) != first
+        with pytest.raises(WriterBusyError), writer_lock(root, "backfill", timeout_seconds=0.5):
+            pass
+
+
+def all_rows(settings) -> dict[str, Counter]:
+    return {f"{layer}/{n}": delta_rows(settings.table(layer, n)) for layer, n in TABLE_NAMES}
+
+
+def test_validate_maintain_recover_and_its_backfill_work_on_s3(streamed, s3):
+    env = s3.env_for(streamed.root)
+    settings = settings_for(streamed.root)
+    before = all_rows(settings)
+    for args in (
+        ("validate",),
+        ("maintain", "--retain-hours", "0"),
+        ("recover", "--layer", "gold"),
+        ("run", "--layer", "gold"),
+    ):
+        done = run_cli(*args, env=env)
+        assert done.returncode == 0, (args, done.stdout[-3000:], done.stderr[-3000:])
+    assert all_rows(settings) == before
+    assert Path(s3.env["LAKEHOUSE_REPORTS_DIR"]).joinpath("runs").is_dir()
