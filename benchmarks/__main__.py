@@ -50,6 +50,7 @@ from benchmarks.harness import (
 )
 from benchmarks.references import duckdb_gold
 from benchmarks.report import label, markdown
+from include.storage.objects import Root
 from jobs.generate import GeneratorConfig, generate
 
 START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
@@ -89,7 +90,7 @@ def machine() -> dict[str, Any]:
     }
 
 
-def land(root: Path, events: int, per_day: int, seed: int, start: dt.datetime) -> int:
+def land(root: Root, events: int, per_day: int, seed: int, start: dt.datetime) -> int:
     """Generate `events` events, one day (and one seed) per `per_day`; lines written."""
     lines = 0
     for day in range(math.ceil(events / per_day)):
@@ -99,9 +100,9 @@ def land(root: Path, events: int, per_day: int, seed: int, start: dt.datetime) -
     return lines
 
 
-def run_figures(root: Path, measured: Measured) -> dict[str, Any]:
+def run_figures(root: Path, measured: Measured, reports: Path | None = None) -> dict[str, Any]:
     """A `lakehouse run`: times per stage, rows, throughput with and without start-up."""
-    summary = run_summary(root, measured)
+    summary = run_summary(root, measured, reports)
     stages = summary["stages"]
     lines = sum(s["rows_in"] for s in stages if s["stage"].startswith("bronze/"))
     per_layer = seconds_by_layer((s["stage"], s["seconds"]) for s in stages)
@@ -261,6 +262,56 @@ def kafka_ingest(base: Path, events: int, logs: Path) -> dict[str, Any]:
         broker.stop()
 
 
+def object_store(base: Path, events: int, increment: int, logs: Path) -> dict[str, Any]:
+    """The same history and increment on local disk and on an S3 root (S3Proxy on this
+    machine): what the object store costs. Reports stay local in both."""
+    from dev.s3_server import S3Server, free_port
+
+    server = S3Server(base / "s3-server", free_port())
+    shutil.rmtree(server.state, ignore_errors=True)
+    server.start()
+    try:
+        out: dict[str, Any] = {"events": events, "increment": increment}
+        for name in ("local", "s3"):
+            reports = base / f"object-store-{name}-reports"
+            shutil.rmtree(reports, ignore_errors=True)
+            env = {"LAKEHOUSE_REPORTS_DIR": str(reports)}
+            local = base / "object-store-local"
+            shutil.rmtree(local, ignore_errors=True)
+            root: Root = local
+            if name == "s3":
+                root = server.root("s3a://lakehouse/bench")
+                env.update({k: v for k, v in server.environment().items() if k.startswith("AWS_")})
+            land(root, events, increment, seed=1, start=START)
+            first = run_figures(
+                reports.parent,
+                lakehouse(root, "run", log=logs / f"object-store-{name}.log", env=env),
+                reports,
+            )
+            days = math.ceil(events / increment)
+            land(
+                root,
+                increment,
+                increment,
+                seed=INCREMENT_SEED,
+                start=START + dt.timedelta(days=days),
+            )
+            added = run_figures(
+                reports.parent,
+                lakehouse(root, "run", log=logs / f"object-store-{name}-increment.log", env=env),
+                reports,
+            )
+            out[name] = {"run": first, "increment": added}
+            print(f"[{name}] run {first['seconds']} s, +{label(increment)} {added['seconds']} s")
+        out["s3_over_local"] = {
+            part: round(out["s3"][part]["seconds"] / out["local"][part]["seconds"], 2)
+            for part in ("run", "increment")
+        }
+        return out
+    finally:
+        server.stop()
+
+
 def ratios(results: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for entry in results["history"]:
@@ -291,7 +342,15 @@ def main(argv: list[str] | None = None) -> int:
         "--kafka-events", default="1M", help="events for the Kafka ingest figures (default 1M)"
     )
     parser.add_argument(
-        "--skip", action="append", default=[], choices=["state", "backfill", "kafka"]
+        "--object-store-events",
+        default="1M",
+        help="history for the S3-root figures (default 1M; the increment is --increment)",
+    )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=["history", "state", "backfill", "kafka", "object-store"],
     )
     parser.add_argument("--quick", action="store_true", help=f"small sizes: {QUICK}")
     args = parser.parse_args(argv)
@@ -318,17 +377,21 @@ def main(argv: list[str] | None = None) -> int:
             "command": " ".join([*LAKEHOUSE, "..."]),
         },
     }
-    results["history"] = [history(base, size, increment, logs) for size in sizes]
-    largest = results["history"][-1]
-    results.update(small_runs(Path(largest["root"]), logs))
-    if "backfill" not in args.skip:
-        rows = largest["run"]["bronze_rows"] + largest["increment"]["bronze_rows"]
-        results["backfill"] = backfill(Path(largest["root"]), largest["days"] + 1, rows, logs)
+    if "history" not in args.skip:
+        results["history"] = [history(base, size, increment, logs) for size in sizes]
+        largest = results["history"][-1]
+        results.update(small_runs(Path(largest["root"]), logs))
+        if "backfill" not in args.skip:
+            rows = largest["run"]["bronze_rows"] + largest["increment"]["bronze_rows"]
+            results["backfill"] = backfill(Path(largest["root"]), largest["days"] + 1, rows, logs)
     if "state" not in args.skip:
         results["state"] = state(base, args.state_increments, args.state_events, logs)
     if "kafka" not in args.skip:
         results["kafka_ingest"] = kafka_ingest(base, count(str(args.kafka_events)), logs)
-    results["ratios"] = ratios(results)
+    if "object-store" not in args.skip:
+        events = count(str(args.object_store_events))
+        results["object_store"] = object_store(base, events, increment, logs)
+    results["ratios"] = ratios(results) if "history" in results else {}
     results["seconds"] = round(time.perf_counter() - started)
     reports = base / "reports"
     reports.mkdir(parents=True, exist_ok=True)

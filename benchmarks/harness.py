@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 
 from dev.processes import process_tree
+from include.storage.objects import Root
 from jobs.catalog import LAYERS
 
 SAMPLE_SECONDS = 0.2
@@ -119,15 +120,15 @@ def measure(argv: list[str], log: Path, env: dict[str, str] | None = None) -> Me
     return Measured(argv, seconds, peaks, output)
 
 
-def lakehouse(root: Path, *args: str, log: Path, env: dict[str, str] | None = None) -> Measured:
+def lakehouse(root: Root, *args: str, log: Path, env: dict[str, str] | None = None) -> Measured:
     return measure([*LAKEHOUSE, *args, "--data-root", str(root)], log, env)
 
 
-def run_summary(root: Path, measured: Measured) -> dict[str, Any]:
-    """The JSON summary `lakehouse run` wrote for this run (reports/runs/<run_id>.json)."""
+def run_summary(root: Path, measured: Measured, reports: Path | None = None) -> dict[str, Any]:
+    """The JSON summary `lakehouse run` wrote for this run (reports/runs/<run_id>.json),
+    in `reports` when the run was told LAKEHOUSE_REPORTS_DIR (an object-store root's)."""
     if measured.run_id is None:
         raise RuntimeError(f"no run_id in the output of {' '.join(measured.argv)}")
-    summary: dict[str, Any] = json.loads(
-        (root / "reports" / "runs" / f"{measured.run_id}.json").read_text()
-    )
+    folder = reports or root / "reports"
+    summary: dict[str, Any] = json.loads((folder / "runs" / f"{measured.run_id}.json").read_text())
     return summary

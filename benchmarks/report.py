@@ -137,75 +137,9 @@ def markdown(results: dict[str, Any]) -> str:
         f"Python {m['python']}, {m['java']}. Spark master {results['config']['spark_master']}. "
         f"Whole benchmark: {results['seconds']:,} s.",
         "",
-        "## Targets",
-        "",
-        *_table(["target", "measured", "met"], _targets(results)),
-        "## Incremental runs (`lakehouse run`)",
-        "",
-        "Seconds; events are landing lines read. Peak memory MiB: "
-        "driver Python / JVM / Python workers / whole tree.",
-        "",
     ]
-    runs = []
-    for entry in results["history"]:
-        size = label(entry["events"])
-        runs.append(_run_row(f"{size} history, first run", entry["run"]))
-        runs.append(
-            _run_row(
-                f"+{label(results['config']['increment'])} over {size} history",
-                entry["increment"],
-            )
-        )
-    runs.append(_run_row("empty run (nothing new)", results["empty_run"]))
-    runs.append(_run_row("one new file", results["one_new_file"]))
-    lines += _table(
-        [
-            "run",
-            "events",
-            "wall s",
-            "run s",
-            "start-up s",
-            "events/s wall",
-            "events/s w/o start-up",
-            "bronze s",
-            "silver s",
-            "gold s",
-            "validation s",
-            "other s",
-            "peak MiB",
-        ],
-        runs,
-    )
-    lines += ["## Reference points (same landing files)", ""]
-    refs = []
-    for entry in results["history"]:
-        size = label(entry["events"])
-        ceiling = entry["references"]["spark_json_to_parquet"]
-        duck = entry["references"]["duckdb_gold"]
-        ratio = results["ratios"][size]
-        refs.append(
-            [
-                size,
-                entry["run"]["run_seconds"],
-                ceiling["seconds"],
-                duck["seconds"],
-                f"{ratio['run_over_spark_ceiling']}x",
-                f"{ratio['run_over_duckdb']}x",
-                f"{ratio['wall_over_spark_ceiling_wall']}x",
-            ]
-        )
-    lines += _table(
-        [
-            "history",
-            "our run s (w/o start-up)",
-            "Spark JSON->Parquet s",
-            "DuckDB gold s",
-            "ours / ceiling",
-            "ours / DuckDB",
-            "wall / ceiling wall",
-        ],
-        refs,
-    )
+    if "history" in results:
+        lines += _history(results)
     if "backfill" in results:
         b = results["backfill"]
         lines += [
@@ -284,4 +218,103 @@ def markdown(results: dict[str, Any]) -> str:
                 if f["increments"]
             ],
         )
+    if "object_store" in results:
+        o = results["object_store"]
+        lines += [
+            f"## An S3 data root beside local disk ({label(o['events'])} history, "
+            f"+{label(o['increment'])})",
+            "",
+            "The same landing files; S3Proxy on this machine (make s3-up) as the object store, "
+            "so the figures show the S3A connector's and Delta's cost on S3, not a network's.",
+            "",
+            *_table(
+                ["run", "local wall s", "S3 wall s", "local run s", "S3 run s", "S3 / local"],
+                [
+                    [
+                        name,
+                        o["local"][part]["seconds"],
+                        o["s3"][part]["seconds"],
+                        o["local"][part]["run_seconds"],
+                        o["s3"][part]["run_seconds"],
+                        f"{o['s3_over_local'][part]}x",
+                    ]
+                    for part, name in (("run", "first run"), ("increment", "increment"))
+                ],
+            ),
+        ]
     return "\n".join(lines)
+
+
+def _history(results: dict[str, Any]) -> list[str]:
+    """Targets, incremental runs and reference points (the history sizes)."""
+    lines = [
+        "## Targets",
+        "",
+        *_table(["target", "measured", "met"], _targets(results)),
+        "## Incremental runs (`lakehouse run`)",
+        "",
+        "Seconds; events are landing lines read. Peak memory MiB: "
+        "driver Python / JVM / Python workers / whole tree.",
+        "",
+    ]
+    runs = []
+    for entry in results["history"]:
+        size = label(entry["events"])
+        runs.append(_run_row(f"{size} history, first run", entry["run"]))
+        runs.append(
+            _run_row(
+                f"+{label(results['config']['increment'])} over {size} history",
+                entry["increment"],
+            )
+        )
+    runs.append(_run_row("empty run (nothing new)", results["empty_run"]))
+    runs.append(_run_row("one new file", results["one_new_file"]))
+    lines += _table(
+        [
+            "run",
+            "events",
+            "wall s",
+            "run s",
+            "start-up s",
+            "events/s wall",
+            "events/s w/o start-up",
+            "bronze s",
+            "silver s",
+            "gold s",
+            "validation s",
+            "other s",
+            "peak MiB",
+        ],
+        runs,
+    )
+    lines += ["## Reference points (same landing files)", ""]
+    refs = []
+    for entry in results["history"]:
+        size = label(entry["events"])
+        ceiling = entry["references"]["spark_json_to_parquet"]
+        duck = entry["references"]["duckdb_gold"]
+        ratio = results["ratios"][size]
+        refs.append(
+            [
+                size,
+                entry["run"]["run_seconds"],
+                ceiling["seconds"],
+                duck["seconds"],
+                f"{ratio['run_over_spark_ceiling']}x",
+                f"{ratio['run_over_duckdb']}x",
+                f"{ratio['wall_over_spark_ceiling_wall']}x",
+            ]
+        )
+    lines += _table(
+        [
+            "history",
+            "our run s (w/o start-up)",
+            "Spark JSON->Parquet s",
+            "DuckDB gold s",
+            "ours / ceiling",
+            "ours / DuckDB",
+            "wall / ceiling wall",
+        ],
+        refs,
+    )
+    return lines

@@ -96,6 +96,8 @@ class S3Server:
             "AWS_ACCESS_KEY_ID": connection.access_key_id or "",
             "AWS_SECRET_ACCESS_KEY": connection.secret_access_key or "",
             "AWS_REGION": connection.region,
+            # For the deltalake package (delta-rs), which refuses plain http otherwise.
+            "AWS_ALLOW_HTTP": "true",
         }
 
     @property

@@ -34,6 +34,9 @@ environment: LAKEHOUSE_SPARK_MASTER (default local[*]), LAKEHOUSE_SHUFFLE_PARTIT
 kafka:       LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS (unset: no Kafka), LAKEHOUSE_KAFKA_TOPIC_PREFIX,
              LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER (default 1000000),
              LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS (default true)
+s3:          a data root s3a://bucket/prefix; AWS_ENDPOINT_URL (unset: Amazon S3),
+             AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION (default us-east-1)
+reports:     LAKEHOUSE_REPORTS_DIR, else <data root>/reports, else ./reports (an S3 root)
 """
 
 
@@ -102,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--data-root", help="root folder of landing/, lakehouse/, checkpoints/, reports/"
+        "--data-root",
+        help="root folder (or s3a://bucket/prefix) of landing/, lakehouse/, checkpoints/",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -309,9 +309,13 @@ class S3Path:
             self._client.delete_object(Bucket=self.bucket, Key=self.key, **conditions)
 
     def remove_tree(self) -> None:
-        """Delete every object under this prefix."""
-        keys = [{"Key": path.key} for path, _ in self.objects()]
-        keys += [{"Key": self._prefix()}] if self.key else []  # a folder marker, if any
+        """Delete every object under this prefix, folder markers (keys ending in /) too:
+        Hadoop's S3A may leave some, and Spark takes a marker for a folder that exists."""
+        pages = self._client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=self._prefix()
+        )
+        keys = [{"Key": item["Key"]} for page in pages for item in page.get("Contents", [])]
+        keys += [{"Key": self.key + "/"}] if self.key else []  # the prefix's own marker
         for start in range(0, len(keys), 1000):
             self._client.delete_objects(
                 Bucket=self.bucket, Delete={"Objects": keys[start : start + 1000], "Quiet": True}

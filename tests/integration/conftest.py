@@ -26,3 +26,17 @@ def streamed_root(tmp_path_factory) -> Path:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     root.joinpath("run.out").write_text(done.stdout)
     return root
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A local S3 API server (S3Proxy, as `make s3-up` starts it) on a free port, for
+    tests that put a data root on object storage; stopped at the end of the session."""
+    from dev.s3_server import S3Server, free_port
+
+    server = S3Server(tmp_path_factory.mktemp("s3-server"), free_port())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

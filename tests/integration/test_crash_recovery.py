@@ -25,7 +25,10 @@ Delta log does not reference (what the killed writers left behind).
 
 `pytest --kills N --kill-seed S` sets the number of kills (3 per data root,
 default 3) and the seed; each plan and its outcome is printed in the run's
-summary.
+summary. Every plan runs twice: on a local data root, and on an object-store
+root (`s3a://` on a local S3Proxy, docs/object-storage.md), whose tables must
+equal the same uninterrupted local run's. A smaller crash test on S3 runs in
+every CI run (test_object_store.py).
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
+from dev.s3_server import S3Server
+from include.delta.log import open_table
+from include.storage.objects import Root, S3Path, location, remove_tree
 from jobs.catalog import SOURCES
 from jobs.generate import GeneratorConfig, generate
 from jobs.schemas import table_schema
@@ -113,10 +119,39 @@ def landing(tmp_path_factory) -> Path:
     return root
 
 
-def fresh_root(tmp_path: Path, landing: Path) -> Path:
-    root = tmp_path / "data"
-    shutil.copytree(landing, root / "landing")
-    return root
+def fresh_root(tmp_path: Path, landing: Path, server: S3Server | None = None) -> Root:
+    """A data root holding `landing`: a local folder, or a new prefix on `server`."""
+    if server is None:
+        root = tmp_path / "data"
+        shutil.copytree(landing, root / "landing")
+        return root
+    prefix = server.root(f"s3a://lakehouse/crash/{tmp_path.name}")
+    for path in sorted(landing.rglob("*")):
+        if path.is_file():
+            (prefix / "landing" / str(path.relative_to(landing))).write_bytes(path.read_bytes())
+    return prefix
+
+
+def environment(root: Root) -> dict[str, str]:
+    """What a command needs to reach an S3 root (nothing for a local one)."""
+    if not isinstance(root, S3Path):
+        return {}
+    connection = root.connection
+    return {
+        "AWS_ENDPOINT_URL": connection.endpoint_url or "",
+        "AWS_ACCESS_KEY_ID": connection.access_key_id or "",
+        "AWS_SECRET_ACCESS_KEY": connection.secret_access_key or "",
+    }
+
+
+def copy_root(source: Root, target: Root) -> None:
+    """`target` becomes a copy of `source` (a snapshot, or its restore)."""
+    remove_tree(target)
+    if isinstance(source, S3Path) and isinstance(target, S3Path):
+        for path, _ in source.objects():
+            (target / path.relative_to(source)).write_bytes(path.read_bytes())
+    else:
+        shutil.copytree(source, target, symlinks=True)
 
 
 def event_days(root: Path) -> tuple[str, str]:
@@ -207,7 +242,9 @@ def backfill_kill(rng: random.Random, ref: Reference) -> Kill:
     return Kill(f"backfill killed at {kind}:{n}", crash_at=f"{kind}:{n}")
 
 
-def files(directory: Path) -> int:
+def files(directory: Root) -> int:
+    if isinstance(directory, S3Path):
+        return sum(1 for _ in directory.objects())
     return sum(1 for p in directory.rglob("*") if p.is_file()) if directory.exists() else 0
 
 
@@ -217,14 +254,18 @@ HANG_SECONDS = 600
 RE_PLANS = 3
 
 
-def attempt(root: Path, args: tuple[str, ...], kill: Kill, log: Path) -> tuple[str, float]:
+def attempt(root: Root, args: tuple[str, ...], kill: Kill, log: Path) -> tuple[str, float]:
     """Run the command until it ends or the kill fires: (KILLED or FINISHED, seconds).
 
     KILLED only when the planned kill itself fired: the moment came, the
     watched checkpoint file appeared, or the crash point killed the process.
     A command that reaches none of them nor ends fails the test as hung.
     """
-    env = {**SMALL_BATCHES, **({"LAKEHOUSE_CRASH_AT": kill.crash_at} if kill.crash_at else {})}
+    env = {
+        **SMALL_BATCHES,
+        **environment(root),
+        **({"LAKEHOUSE_CRASH_AT": kill.crash_at} if kill.crash_at else {}),
+    }
     with log.open("a") as out:
         out.write(f"--- {' '.join(args)}: {kill.what}\n")
     started = time.monotonic()
@@ -261,27 +302,26 @@ def attempt(root: Path, args: tuple[str, ...], kill: Kill, log: Path) -> tuple[s
 # Three kills, three reruns and a vacuum of every table: longer than the default limit.
 @pytest.mark.timeout(2400)
 def test_killed_again_and_again_then_rerun_equals_uninterrupted(
-    tmp_path, landing, reference, kill_plan, figures
+    tmp_path, landing, reference, kill_plan, storage, request, figures
 ):
     sequence, seed = kill_plan
     rng = random.Random(f"{seed}-{sequence}")
-    root = fresh_root(tmp_path, landing)
+    server = request.getfixturevalue("s3_server") if storage == "s3" else None
+    root = fresh_root(tmp_path, landing, server)
     log = tmp_path / "commands.log"
     outcomes = []
 
     def kill(args: tuple[str, ...], planned: Kill) -> None:
         """Every planned kill lands: one that the command outran is re-planned, from the same
         data root (restored), as a kill at a random moment of the time the command took."""
-        snapshot = tmp_path / "before-kill"
-        shutil.rmtree(snapshot, ignore_errors=True)
-        shutil.copytree(root, snapshot, symlinks=True)
+        snapshot = root.parent / f"{root.name}-before-kill"
+        copy_root(root, snapshot)
         for _ in range(RE_PLANS + 1):
             outcome, seconds = attempt(root, args, planned, log)
             outcomes.append(f"{planned.what}: {outcome}")
             if outcome == KILLED:
                 return
-            shutil.rmtree(root)
-            shutil.copytree(snapshot, root, symlinks=True)
+            copy_root(snapshot, root)
             moment = round(rng.uniform(0.2, 0.8) * seconds, 1)
             planned = Kill(f"re-planned: killed after {moment} s", after_seconds=moment)
         pytest.fail(f"no kill of {' '.join(args)} landed in {RE_PLANS + 1} tries: {outcomes}")
@@ -297,28 +337,39 @@ def test_killed_again_and_again_then_rerun_equals_uninterrupted(
     finish_and_compare(root, ("maintain", "--retain-hours", "0"), reference.after_backfill)
     assert unreferenced_data_files(root) == []
     kills = sum(o.endswith(KILLED) for o in outcomes)
-    figures.append(f"crash suite root {sequence} (seed {seed}): {kills} kills survived")
+    figures.append(f"crash suite {storage} root {sequence} (seed {seed}): {kills} kills survived")
     figures.extend(f"  {o}" for o in outcomes)
 
 
-def finish_and_compare(root: Path, args: tuple[str, ...], expected: dict[str, Counter]) -> None:
-    done = run_cli(*args, "--data-root", str(root), env=SMALL_BATCHES)
+def finish_and_compare(root: Root, args: tuple[str, ...], expected: dict[str, Counter]) -> None:
+    done = run_cli(*args, "--data-root", str(root), env={**SMALL_BATCHES, **environment(root)})
     assert done.returncode == 0, done.stderr[-4000:]
     assert tables(root) == expected, f"after {' '.join(args)}"
 
 
-def unreferenced_data_files(root: Path) -> list[str]:
+def unreferenced_data_files(root: Root) -> list[str]:
     """Parquet files under a table that its Delta log does not reference (read by delta-rs)."""
-    found = []
-    for log in sorted((root / "lakehouse").rglob("_delta_log")):
-        table = log.parent
-        live = {unquote(uri.removeprefix("file://")) for uri in DeltaTable(str(table)).file_uris()}
-        found += [
-            str(path)
-            for path in table.rglob("*.parquet")
-            if "_delta_log" not in path.parts and str(path) not in live
-        ]
-    return found
+    if isinstance(root, S3Path):
+        parquet = [str(p) for p, _ in (root / "lakehouse").objects() if p.name.endswith(".parquet")]
+        tables = {p.rsplit("/_delta_log/", 1)[0] for p, _ in _logs(root)}
+    else:
+        parquet = [str(p) for p in (root / "lakehouse").rglob("*.parquet")]
+        tables = {str(log.parent) for log in (root / "lakehouse").rglob("_delta_log")}
+    live = set()
+    for table in tables:
+        uris = open_table(location(table, root)).file_uris()
+        live |= {unquote(uri.removeprefix("file://").replace("s3://", "s3a://", 1)) for uri in uris}
+    return sorted(
+        path
+        for path in parquet
+        if "/_delta_log/" not in path
+        and path not in live
+        and any(path.startswith(table + "/") for table in tables)
+    )
+
+
+def _logs(root: S3Path) -> list[tuple[str, object]]:
+    return [(str(p), s) for p, s in (root / "lakehouse").objects() if "/_delta_log/" in p.key]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -329,3 +380,5 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(
             "kill_plan", [(n, seed) for n in range(roots)], ids=[f"root{n}" for n in range(roots)]
         )
+    if "storage" in metafunc.fixturenames:
+        metafunc.parametrize("storage", ["local", "s3"])

@@ -131,6 +131,7 @@ def test_each_message_once_across_runs_and_partitions_as_files_would(spark, tmp_
     assert [r.summary() for r in results if not r.equal] == []
 
 
+@pytest.mark.full  # a crash storm: 44 s; exactly-once across runs stays in CI
 def test_killed_runs_lose_and_duplicate_no_message(spark, tmp_path, broker, figures):
     """`lakehouse run --layer bronze` SIGKILLed at random moments, twice, then run to the end."""
     root = tmp_path / "data"

@@ -107,6 +107,7 @@ def test_thousands_of_small_files_are_admitted_a_hundred_per_micro_batch(
     )
 
 
+@pytest.mark.full  # a large input: 36 s
 def test_one_large_file_streams_through_in_bounded_memory(tmp_path, request, figures):
     size = request.config.getoption("--ingest-mib") * 2**20
     root = tmp_path / "data"

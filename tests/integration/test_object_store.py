@@ -34,6 +34,7 @@ import pytest
 from dev.s3_server import S3Server, free_port
 from include.orchestration import REPO
 from include.storage import locks
+from include.storage.landing import LANDING_SUFFIXES
 from include.storage.locks import WriterBusyError, writer_lock
 from include.storage.objects import S3Path
 from jobs.catalog import SOURCES
@@ -100,6 +101,23 @@ class Streamed:
     root: S3Path
     kill: str
     rerun_output: str
+    lines: dict[str, int]  # lines of the landing files as generated, per source
+    rewritten: S3Path  # a clicks object rewritten after the first run ingested it
+
+
+# Objects the landing rules never read on S3: a folder (a key prefix), another
+# file type; and a clicks object that is not gzip at all. Each a valid event.
+REWRITTEN = "REWRITTEN-LATER"
+NOT_READ = {
+    "landing/impressions/export.csv": "not a supported name",
+    "landing/user_actions/2026-11-01/more.jsonl": "a folder (landing folders are flat)",
+}
+BROKEN = "landing/clicks/clicks-broken.jsonl.gz"
+
+
+def event(marker: str) -> str:
+    fields = ("click_id", "impression_id", "user_id", "ad_id")
+    return json.dumps({**dict.fromkeys(fields, marker), "event_time": "2026-11-01T10:00:00Z"})
 
 
 @pytest.fixture(scope="module")
@@ -111,19 +129,23 @@ def streamed(s3: ObjectStore) -> Streamed:
     )
     assert generated.returncode == 0, generated.stderr
     assert "landing: s3a://lakehouse/streamed/landing" in generated.stdout
+    lines = {source: len(landing_lines(root / "landing", source)) for source in SOURCES}
+    for key in NOT_READ:
+        (root / key).write_text(event(key) + "\n")
+    (root / BROKEN).write_bytes(b"not gzip at all\n")
+    (root / "landing/clicks/.in-flight.jsonl").write_text(event("IN-FLIGHT") + "\n")
     # A run has about 40 Delta writes, bronze's and the ledger's first: the kill
     # lands in silver or gold, while Spark writes the files or Delta commits them.
     rng = random.Random(SEED)
     kill = f"write.before_commit:{rng.randint(14, 30)}+{rng.randint(0, 1500)}"
     killed = run_cli("run", env={**env, "LAKEHOUSE_CRASH_AT": kill})
-    assert killed.returncode == -signal.SIGKILL, (
-        kill,
-        killed.stdout[-3000:],
-        killed.stderr[-3000:],
-    )
+    assert killed.returncode == -signal.SIGKILL, (kill, killed.stdout[-3000:], killed.stderr)
+    # Bronze finished before the kill: one line more in an ingested object is not read.
+    rewritten = sorted((root / "landing" / "clicks").glob("clicks-*.jsonl"))[0]
+    rewritten.write_bytes(rewritten.read_bytes() + event(REWRITTEN).encode() + b"\n")
     done = run_cli("run", env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return Streamed(root, kill, done.stdout)
+    return Streamed(root, kill, done.stdout, lines, rewritten)
 
 
 def test_a_run_on_s3_puts_every_table_there_and_deltalake_reads_them_from_s3(streamed, s3):
@@ -143,21 +165,52 @@ def test_a_run_on_s3_puts_every_table_there_and_deltalake_reads_them_from_s3(str
 def test_after_the_crash_every_landing_line_is_in_bronze_or_quarantine_exactly_once(streamed):
     settings = settings_for(streamed.root)
     for source, spec in SOURCES.items():
-        lines = landing_lines(settings.landing, source)
         bronze = delta_rows(settings.table("bronze", source), [*spec.fields, "_source_file"])
         quarantine = delta_rows(settings.table("quarantine", source), ["raw", "_source_file"])
-        assert sum(bronze.values()) + sum(quarantine.values()) == len(lines), source
+        unreadable = 1 if source == "clicks" else 0  # the broken object: one row, no line
+        total = sum(bronze.values()) + sum(quarantine.values())
+        assert total == streamed.lines[source] + unreadable, source
         assert all(n == 1 for n in quarantine.values()), source
         assert all(str(row[-1]).startswith("s3a://lakehouse/streamed/landing/") for row in bronze)
+
+
+def test_the_landing_rules_hold_on_s3(streamed):
+    """Prefixes and other names are named and never read, an object that is not what its
+    name says is one quarantine row, a rewritten object is not read again."""
+    output = streamed.rerun_output
+    for key, why in NOT_READ.items():
+        shown = key if "/2026-11-01/" not in key else key.rsplit("/", 1)[0]
+        assert f"  {shown}: not read: {why}" in output, output
+    changed = f"  {streamed.rewritten.relative_to(streamed.root)}: not read again: changed after"
+    assert changed in output, output
+    settings = settings_for(streamed.root)
+    reasons = delta_table(settings.table("quarantine", "clicks")).to_pylist()
+    broken = [r for r in reasons if r["_source_file"].endswith(BROKEN.rsplit("/", 1)[1])]
+    assert len(broken) == 1 and broken[0]["reason"].startswith("unreadable file: corrupt"), broken
+    for layer, name in (("bronze", s) for s in SOURCES):
+        rows = delta_table(settings.table(layer, name)).to_pylist()
+        markers = (*NOT_READ, REWRITTEN, "IN-FLIGHT")
+        assert not [r for r in rows if any(m in json.dumps(r, default=str) for m in markers)]
 
 
 def test_gold_on_s3_agrees_with_duckdb_over_the_same_landing_objects(streamed, tmp_path):
     pytest.importorskip("duckdb")
     copy = tmp_path / "copy"
-    for path, _ in (streamed.root / "landing").objects():
-        target = copy / "landing" / path.relative_to(streamed.root / "landing")
+    landing = streamed.root / "landing"
+    for path, _ in landing.objects():
+        relative = path.relative_to(landing)
+        flat = relative.count("/") == 1  # <source>/<name>: not in a folder
+        if not flat or path.name.startswith((".", "_")) or path.name == BROKEN.rsplit("/")[-1]:
+            continue
+        if not path.name.endswith(LANDING_SUFFIXES):
+            continue
+        content = path.read_bytes()
+        if path == streamed.rewritten:  # as it was when bronze read it
+            lines = content.splitlines(keepends=True)
+            content = b"".join(line for line in lines if REWRITTEN.encode() not in line)
+        target = copy / "landing" / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(path.read_bytes())
+        target.write_bytes(content)
     assert_gold_agrees_with_duckdb(settings_for(streamed.root), copy, tmp_path / "duckdb")
 
 
@@ -244,6 +297,7 @@ def all_rows(settings) -> dict[str, Counter]:
     return {f"{layer}/{n}": delta_rows(settings.table(layer, n)) for layer, n in TABLE_NAMES}
 
 
+@pytest.mark.full  # about two minutes more
 def test_validate_maintain_recover_and_its_backfill_work_on_s3(streamed, s3):
     env = s3.env_for(streamed.root)
     settings = settings_for(streamed.root)

@@ -45,7 +45,7 @@ def streamed(spark, tmp_path_factory):
     incoming = tmp_path_factory.mktemp("incoming")
     generate(GeneratorConfig(events=6000, seed=41, days=2, late_rate=0, file_minutes=30), incoming)
     settings = dataclasses.replace(
-        settings_for(tmp_path_factory.mktemp("streamed")), max_files_per_trigger=7
+        settings_for(tmp_path_factory.mktemp("streamed")), max_files_per_trigger=16
     )
     files = sorted(incoming.rglob("*.jsonl*"), key=lambda p: p.name.split("-", 1)[1])
     for chunk in range(2):

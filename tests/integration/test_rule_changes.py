@@ -14,7 +14,8 @@ from jobs.drivers.parity import run_parity
 from jobs.generate import GeneratorConfig, generate
 from tests.helpers import delta_table, settings_for
 
-pytestmark = pytest.mark.slow
+# Two full runs, a refused run and backfill, a migration and parity: two minutes.
+pytestmark = [pytest.mark.slow, pytest.mark.full]
 
 
 def attribution_delays(settings) -> list[dt.timedelta]:

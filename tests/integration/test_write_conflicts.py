@@ -80,6 +80,7 @@ def python(script: str, *args: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.full  # concurrent writers: 32 s
 def test_a_backfill_racing_an_append_to_its_range_fails_and_changes_nothing(tmp_path):
     table, signals = tmp_path / "silver_impressions", tmp_path / "signals"
     signals.mkdir()

@@ -152,7 +152,7 @@ def test_credentials_come_only_from_the_uncommitted_env_file(compose):
     assert required >= {"POSTGRES_PASSWORD", "AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_FERNET_KEY"}
     assert required | {m.group(1) for m in VARIABLE.finditer(text)} <= set(env_example())
     # Without a .env the file refuses to resolve, rather than start with blank secrets.
-    with pytest.raises(KeyError, match="is required: set in .env"):
+    with pytest.raises(KeyError, match=r"is required: set in \.env"):
         resolved({})
     assert all(value == "change-me" for key, value in env_example().items() if "PASSWORD" in key)
     ignored = subprocess.run(
