@@ -238,6 +238,9 @@ class S3Path:
     def glob(self, pattern: str) -> Iterator[S3Path]:
         """Matches of a relative pattern of `*`-style segments (no `**`), files and folders."""
         segments = pattern.split("/")
+        if len(segments) == 1:  # one level: one listing with a delimiter
+            yield from (p for p in self.iterdir() if fnmatch.fnmatchcase(p.name, pattern))
+            return
         found: set[S3Path] = set()
         for path, _ in self.objects():
             parts = path.relative_to(self).split("/")
