@@ -410,3 +410,31 @@ def test_maintenance_compacts_and_vacuums_without_changing_rows_or_reprocessing(
     # the bronze streams have no landing file they have not read.
     assert again.stdout.count(CAUGHT_UP) == 3 + len(TABLE_NAMES), again.stdout
     assert [delta_rows(path) for path in tables] == rows_before
+
+
+@pytest.mark.full
+def test_the_incremental_dag_runs_on_an_s3_data_root(s3_server, tmp_path):
+    """`airflow dags test` of the incremental DAG with LAKEHOUSE_DATA_ROOT=s3a://...: every
+    task's spark-submit carries Spark's S3 connector, every table lands in the bucket, the
+    reports stay in the local folder the DAG passes on."""
+    root = s3_server.root("s3a://lakehouse/airflow")
+    aws = {k: v for k, v in s3_server.environment().items() if k.startswith("AWS_")}
+    generated = run_cli(
+        "generate", "--events", "2000", "--seed", "3", "--data-root", str(root), env=aws
+    )
+    assert generated.returncode == 0, generated.stderr
+    reports = tmp_path / "reports"
+    env = {
+        **airflow_environment(tmp_path / "airflow-home"),
+        **aws,
+        "LAKEHOUSE_REPORTS_DIR": str(reports),
+    }
+    done = dags_test(env, root, "lakehouse_incremental")
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-4000:]
+    assert log.count("Spark-Submit cmd") == len(TASKS), log[-4000:]
+    assert "jars/s3/hadoop-aws-" in log
+    settings = settings_for(root)
+    for layer, name in TABLE_NAMES:
+        assert delta_table(settings.table(layer, name)).num_rows > 0, f"{layer}/{name}"
+    assert list((reports / "runs").glob("*.html"))
