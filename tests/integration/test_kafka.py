@@ -35,7 +35,7 @@ from jobs.drivers.recovery import recover_layer
 from jobs.generate import GeneratorConfig, generate
 from jobs.produce import produce
 from jobs.quality.validate import reconciliation_frame
-from tests.helpers import delta_rows, kill_group, settings_for, start_cli
+from tests.helpers import delta_rows, kill_group, run_cli, settings_for, start_cli
 
 pytestmark = pytest.mark.slow
 
@@ -218,3 +218,26 @@ def test_unreachable_brokers_fail_the_run_before_anything_is_read(spark, tmp_pat
     with pytest.raises(LakehouseError, match=r"no bootstrap server .* accepts connections"):
         next(run_bronze(spark, settings))
     assert not settings.table("bronze", "impressions").exists()
+
+
+@pytest.mark.full
+def test_messages_reach_bronze_on_an_s3_root_once_each(broker, s3_server, tmp_path):
+    """`produce`, then two `run --layer bronze` on an s3a:// root: each message once, its
+    offsets in a checkpoint in the bucket."""
+    root = s3_server.root("s3a://lakehouse/kafka")
+    env = {
+        **{k: v for k, v in s3_server.environment().items() if k.startswith("AWS_")},
+        "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
+        "LAKEHOUSE_KAFKA_TOPIC_PREFIX": "s3-",
+        "LAKEHOUSE_REPORTS_DIR": str(tmp_path / "reports"),
+    }
+    args = ("--data-root", str(root))
+    produced = run_cli("produce", "--events", "600", "--seed", "33", "--days", "1", *args, env=env)
+    assert produced.returncode == 0, produced.stderr[-3000:]
+    for _ in range(2):  # the second run has nothing new to read
+        done = run_cli("run", "--layer", "bronze", *args, env=env)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "bronze/impressions[kafka]      in          0" in done.stdout, done.stdout
+    settings = dataclasses.replace(settings_for(root), kafka_topic_prefix="s3-")
+    assert messages_in_tables(settings) == every_message(broker, settings)
+    assert (root / "checkpoints" / "bronze_kafka" / "impressions" / "offsets").is_dir()
