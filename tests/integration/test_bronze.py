@@ -108,7 +108,7 @@ def test_files_arriving_between_runs_are_ingested_exactly_once(spark, settings, 
 def test_admission_control_splits_a_backlog_into_batches(spark, settings):
     import dataclasses
 
-    small_batches = dataclasses.replace(settings, max_files_per_trigger=5)
+    small_batches = dataclasses.replace(settings, max_files_per_trigger=8)
     generate(GeneratorConfig(events=2000, seed=31, file_minutes=60), settings.landing)
     # Spark compacts its log of files read every `compactInterval` batches (10 by
     # default) and deletes the log files the compaction covers.
@@ -124,7 +124,7 @@ def test_admission_control_splits_a_backlog_into_batches(spark, settings):
         for key in log_conf:
             spark.conf.unset(key)
     files = len(list((settings.landing / "impressions").iterdir()))
-    assert results["bronze/impressions"].batches == -(-files // 5)
+    assert results["bronze/impressions"].batches == -(-files // 8)
     assert delta_count(settings.table("bronze", "impressions")) + delta_count(
         settings.table("quarantine", "impressions")
     ) == len(landing_lines(settings.landing, "impressions"))

@@ -72,6 +72,7 @@ def test_one_backfill_equals_many_streaming_runs(spark, streamed, tmp_path):
     assert all_tables(backfilled) == all_tables(streamed)
 
 
+@pytest.mark.full  # 32 s; the parity tests in CI compare backfills with the streams
 def test_backfill_is_repeatable_and_a_sub_range_matches_the_full_one(spark, streamed, tmp_path):
     full = settings_for(tmp_path / "full")
     shutil.copytree(streamed.lakehouse / "bronze", full.lakehouse / "bronze")
@@ -131,6 +132,7 @@ def action(event_id: str, user: str, when: str, kind: str = "view") -> dict:
     return {"event_id": event_id, "user_id": user, "action": kind, "event_time": when}
 
 
+@pytest.mark.full  # 39 s; test_late_data.py keeps late rows in CI
 def test_late_events_are_dropped_and_counted_by_streaming_and_kept_by_backfill(spark, settings):
     write_lines(
         settings.landing,
