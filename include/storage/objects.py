@@ -8,9 +8,10 @@ uses, so code that reads and writes small files under the data root works on
 either kind of root: `str()` of an `S3Path` is the `s3a://` URI Spark takes.
 
 S3 has no folders: a "folder" is a key prefix, which exists while some key
-starts with it; `mkdir` does nothing. A PUT replaces an object whole, so
-writing is atomic without a rename. Connection settings come from the
-standard AWS variables, read once by `include.settings`.
+starts with it; `mkdir` writes an empty marker object (`<key>/`), as Hadoop
+does. A PUT replaces an object whole, so writing is atomic without a rename.
+Connection settings come from the standard AWS variables, read once by
+`include.settings`.
 """
 
 from __future__ import annotations
@@ -279,7 +280,11 @@ class S3Path:
 
     # -- writing -------------------------------------------------------------
     def mkdir(self, parents: bool = False, exist_ok: bool = False) -> None:
-        """Nothing to do: a prefix exists once a key under it does."""
+        """An empty folder marker (the key and a slash), as Hadoop's S3A `mkdirs` writes:
+        a prefix with no object under it does not exist, and Spark's file source
+        refuses to stream from a folder that does not exist (bronze's manifests
+        before the first landing file)."""
+        self._client.put_object(Bucket=self.bucket, Key=self._prefix(), Body=b"")
 
     def write_bytes(self, data: bytes) -> int:
         self._client.put_object(Bucket=self.bucket, Key=self.key, Body=data)

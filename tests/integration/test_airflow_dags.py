@@ -420,7 +420,16 @@ def test_the_incremental_dag_runs_on_an_s3_data_root(s3_server, tmp_path):
     root = s3_server.root("s3a://lakehouse/airflow")
     aws = {k: v for k, v in s3_server.environment().items() if k.startswith("AWS_")}
     generated = run_cli(
-        "generate", "--events", "2000", "--seed", "3", "--data-root", str(root), env=aws
+        "generate",
+        "--events",
+        "2000",
+        "--seed",
+        "3",
+        "--days",
+        "2",
+        "--data-root",
+        str(root),
+        env=aws,
     )
     assert generated.returncode == 0, generated.stderr
     reports = tmp_path / "reports"
