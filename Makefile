@@ -85,7 +85,7 @@ kafka-down: setup
 	$(BIN)/python -m dev.kafka_broker stop
 
 kafka-status: setup
-	$(BIN)/python -m dev.kafka_broker status
+	$(BIN)/python -m dev.kafka_broker status --port $(KAFKA_PORT)
 
 # S3Proxy serving .s3/data as S3 on 127.0.0.1:9000 with generated credentials; writes
 # .s3/lakehouse.env, which points every command at s3a://lakehouse/data (docs/object-storage.md).
@@ -98,7 +98,7 @@ s3-down: setup
 	$(BIN)/python -m dev.s3_server stop --state $(S3_STATE)
 
 s3-status: setup
-	$(BIN)/python -m dev.s3_server status --state $(S3_STATE)
+	$(BIN)/python -m dev.s3_server status --port $(S3_PORT) --state $(S3_STATE)
 
 # A Spark standalone master and worker on this machine (spark://127.0.0.1:7077).
 spark-cluster-up: setup

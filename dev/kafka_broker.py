@@ -156,9 +156,7 @@ class KafkaBroker:
         return time.monotonic() - started
 
     def listening(self) -> bool:
-        with socket.socket() as probe:
-            probe.settimeout(1)
-            return probe.connect_ex(("127.0.0.1", self.port)) == 0
+        return processes.listening(self.port)
 
     def create_topics(self, topics: Iterable[str]) -> None:
         for topic in topics:
@@ -239,27 +237,16 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     broker = KafkaBroker(args.state.resolve(), args.port, args.partitions)
-    if args.action == "stop":
-        stopped = broker.stop()
-        print(f"stopped: {', '.join(stopped)}" if stopped else "the broker was not running")
-        return 0
-    if args.action == "status":
-        if processes.print_status(broker.state):
-            print(f"listening on {broker.bootstrap_servers}: {broker.listening()}")
-        else:
-            print("not running")
-        return 0
-    try:
-        seconds = broker.start()
-    except (RuntimeError, TimeoutError) as error:
-        print(f"kafka: {error}", file=sys.stderr)
-        broker.stop()
-        return 1
-    print(f"Apache Kafka broker (KRaft) on {broker.bootstrap_servers}, ready in {seconds:.1f} s")
-    print(f"  topics: {', '.join(topic_names())} ({broker.partitions} partitions each)")
-    print(f"  data: {broker.state / 'data'}; logs: {broker.state / 'logs'}")
-    print(f"  use it: export LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS={broker.bootstrap_servers}")
-    return 0
+
+    def ready(seconds: float) -> list[str]:
+        return [
+            f"Apache Kafka broker (KRaft) on {broker.bootstrap_servers}, ready in {seconds:.1f} s",
+            f"  topics: {', '.join(topic_names())} ({broker.partitions} partitions each)",
+            f"  data: {broker.state / 'data'}; logs: {broker.state / 'logs'}",
+            f"  use it: export LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS={broker.bootstrap_servers}",
+        ]
+
+    return processes.server_command(args.action, broker, "broker", broker.bootstrap_servers, ready)
 
 
 if __name__ == "__main__":

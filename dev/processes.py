@@ -13,13 +13,16 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
@@ -154,3 +157,51 @@ def http_ok(url: str) -> bool:
             return 200 <= response.status < 300
     except (urllib.error.URLError, OSError):
         return False
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts TCP connections on 127.0.0.1:`port`."""
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+class LocalServer(Protocol):
+    """A local service of `dev/` (the Kafka broker, the S3 server): its state folder,
+    how to start it (the seconds it took), stop it, and whether it listens."""
+
+    @property
+    def state(self) -> Path: ...
+
+    def start(self) -> float: ...
+
+    def stop(self) -> list[str]: ...
+
+    def listening(self) -> bool: ...
+
+
+def server_command(
+    action: str, server: LocalServer, name: str, address: str, ready: Callable[[float], list[str]]
+) -> int:
+    """`start`, `stop` or `status` of a local server, as `make <name>-up/-down/-status` runs it.
+
+    `ready` gives the lines printed once it started (how to use it)."""
+    if action == "stop":
+        stopped = server.stop()
+        print(f"stopped: {', '.join(stopped)}" if stopped else f"the {name} was not running")
+        return 0
+    if action == "status":
+        if print_status(server.state):
+            print(f"listening on {address}: {server.listening()}")
+        else:
+            print("not running")
+        return 0
+    try:
+        seconds = server.start()
+    except (RuntimeError, TimeoutError) as error:
+        print(f"{name}: {error}", file=sys.stderr)
+        server.stop()
+        return 1
+    for line in ready(seconds):
+        print(line)
+    return 0

@@ -156,9 +156,7 @@ class S3Server:
         return time.monotonic() - started
 
     def listening(self) -> bool:
-        with socket.socket() as probe:
-            probe.settimeout(1)
-            return probe.connect_ex(("127.0.0.1", self.port)) == 0
+        return processes.listening(self.port)
 
     def root(self, uri: str) -> S3Path:
         return S3Path.from_uri(uri, self.connection())
@@ -178,28 +176,17 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     server = S3Server(args.state.resolve(), args.port)
-    if args.action == "stop":
-        stopped = server.stop()
-        print(f"stopped: {', '.join(stopped)}" if stopped else "the S3 server was not running")
-        return 0
-    if args.action == "status":
-        if processes.print_status(server.state):
-            print(f"listening on {server.endpoint_url}: {server.listening()}")
-        else:
-            print("not running")
-        return 0
-    try:
-        seconds = server.start()
-    except (RuntimeError, TimeoutError) as error:
-        print(f"s3: {error}", file=sys.stderr)
-        server.stop()
-        return 1
-    env_file = server.state / "lakehouse.env"
-    print(f"S3Proxy on {server.endpoint_url}, ready in {seconds:.1f} s; bucket {BUCKET}")
-    print(f"  objects: {server.state / 'data'}; logs: {server.state / 'logs'}")
-    print(f"  credentials (generated): {server.state / 'credentials.json'}")
-    print(f"  use it: set -a; . {env_file}; set +a   (data root s3a://{BUCKET}/data)")
-    return 0
+
+    def ready(seconds: float) -> list[str]:
+        env_file = server.state / "lakehouse.env"
+        return [
+            f"S3Proxy on {server.endpoint_url}, ready in {seconds:.1f} s; bucket {BUCKET}",
+            f"  objects: {server.state / 'data'}; logs: {server.state / 'logs'}",
+            f"  credentials (generated): {server.state / 'credentials.json'}",
+            f"  use it: set -a; . {env_file}; set +a   (data root s3a://{BUCKET}/data)",
+        ]
+
+    return processes.server_command(args.action, server, "S3 server", server.endpoint_url, ready)
 
 
 if __name__ == "__main__":
