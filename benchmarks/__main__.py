@@ -272,16 +272,16 @@ def object_store(base: Path, events: int, increment: int, logs: Path) -> dict[st
     server.start()
     try:
         out: dict[str, Any] = {"events": events, "increment": increment}
+        local = base / "object-store-local"
+        shutil.rmtree(local, ignore_errors=True)
         for name in ("local", "s3"):
             reports = base / f"object-store-{name}-reports"
             shutil.rmtree(reports, ignore_errors=True)
             env = {"LAKEHOUSE_REPORTS_DIR": str(reports)}
-            local = base / "object-store-local"
-            shutil.rmtree(local, ignore_errors=True)
             root: Root = local
             if name == "s3":
                 root = server.root("s3a://lakehouse/bench")
-                env.update({k: v for k, v in server.environment().items() if k.startswith("AWS_")})
+                env.update(server.connection().environment())
             land(root, events, increment, seed=1, start=START)
             first = run_figures(
                 reports.parent,

@@ -89,15 +89,9 @@ class S3Server:
 
     def environment(self, bucket: str = BUCKET, prefix: str = "data") -> dict[str, str]:
         """What points the lakehouse (and the AWS tools) at `s3a://<bucket>/<prefix>` here."""
-        connection = self.connection()
         return {
             "LAKEHOUSE_DATA_ROOT": f"s3a://{bucket}/{prefix}",
-            "AWS_ENDPOINT_URL": self.endpoint_url,
-            "AWS_ACCESS_KEY_ID": connection.access_key_id or "",
-            "AWS_SECRET_ACCESS_KEY": connection.secret_access_key or "",
-            "AWS_REGION": connection.region,
-            # For the deltalake package (delta-rs), which refuses plain http otherwise.
-            "AWS_ALLOW_HTTP": "true",
+            **self.connection().environment(),
         }
 
     @property

@@ -22,21 +22,22 @@ from include.storage.objects import Root, S3Path
 STREAM_KEY = "streamingQueryId"
 
 
+def _for_delta_rs(path: Root) -> tuple[str, dict[str, str] | None]:
+    """A table's location as delta-rs takes it: a local path, or s3:// with the connection."""
+    if isinstance(path, S3Path):
+        return path.uri, path.connection.storage_options()
+    return str(path), None
+
+
 def open_table(path: Root, version: int | None = None) -> DeltaTable:
     """The table with delta-rs, which reads a local folder or s3:// itself."""
-    if isinstance(path, S3Path):
-        return DeltaTable(
-            path.uri, version=version, storage_options=path.connection.storage_options()
-        )
-    return DeltaTable(str(path), version=version)
+    uri, options = _for_delta_rs(path)
+    return DeltaTable(uri, version=version, storage_options=options)
 
 
 def is_delta_table(path: Root) -> bool:
-    if isinstance(path, S3Path):
-        return (path / "_delta_log").is_dir() and DeltaTable.is_deltatable(
-            path.uri, storage_options=path.connection.storage_options()
-        )
-    return (path / "_delta_log").is_dir() and DeltaTable.is_deltatable(str(path))
+    uri, options = _for_delta_rs(path)
+    return (path / "_delta_log").is_dir() and DeltaTable.is_deltatable(uri, storage_options=options)
 
 
 def latest_version(path: Root) -> int:

@@ -91,6 +91,7 @@ def lakehouse_submit(task_id: str, arguments: Any, **kwargs: Any) -> LakehouseSu
     from include.orchestration.operators import LakehouseSubmitOperator
 
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    config = settings()
     return LakehouseSubmitOperator(
         task_id=task_id,
         application=str(ENTRY_POINT),
@@ -98,10 +99,10 @@ def lakehouse_submit(task_id: str, arguments: Any, **kwargs: Any) -> LakehouseSu
         conn_id=SPARK_CONN_ID,
         name=f"lakehouse-{task_id}",
         conf=submit_conf(),
-        object_store=settings().object_store is not None,
+        object_store=config.object_store is not None,
         env_vars={
-            "LAKEHOUSE_DATA_ROOT": str(settings().data_root),
-            "LAKEHOUSE_REPORTS_DIR": str(settings().reports),
+            "LAKEHOUSE_DATA_ROOT": str(config.data_root),
+            "LAKEHOUSE_REPORTS_DIR": str(config.reports),
             "PYSPARK_PYTHON": python,
             "PYSPARK_DRIVER_PYTHON": python,
         },

@@ -67,6 +67,19 @@ class S3Connection:
             conf["spark.hadoop.fs.s3a.secret.key"] = self.secret_access_key
         return conf
 
+    def environment(self) -> dict[str, str]:
+        """The same connection as the AWS variables, for a child process (which reads them
+        back in `include.settings`); AWS_ALLOW_HTTP is for delta-rs on a plain-http endpoint."""
+        env = {"AWS_REGION": self.region}
+        if self.endpoint_url:
+            env["AWS_ENDPOINT_URL"] = self.endpoint_url
+            if self.endpoint_url.startswith("http://"):
+                env["AWS_ALLOW_HTTP"] = "true"
+        if self.access_key_id and self.secret_access_key:
+            env["AWS_ACCESS_KEY_ID"] = self.access_key_id
+            env["AWS_SECRET_ACCESS_KEY"] = self.secret_access_key
+        return env
+
     def storage_options(self) -> dict[str, str]:
         """The same connection for `deltalake` (delta-rs's object store), which reads s3://."""
         options = {"AWS_REGION": self.region}
@@ -237,20 +250,12 @@ class S3Path:
         yield from sorted([path for path, _ in files] + folders)
 
     def glob(self, pattern: str) -> Iterator[S3Path]:
-        """Matches of a relative pattern of `*`-style segments (no `**`), files and folders."""
-        segments = pattern.split("/")
-        if len(segments) == 1:  # one level: one listing with a delimiter
-            yield from (p for p in self.iterdir() if fnmatch.fnmatchcase(p.name, pattern))
-            return
-        found: set[S3Path] = set()
-        for path, _ in self.objects():
-            parts = path.relative_to(self).split("/")
-            if len(parts) >= len(segments) and all(
-                fnmatch.fnmatchcase(part, segment)
-                for part, segment in zip(parts, segments, strict=False)
-            ):
-                found.add(self.joinpath(*parts[: len(segments)]))
-        yield from sorted(found)
+        """Matches of a relative pattern of `*`-style segments (no `**`), files and folders:
+        one listing per level, never the whole tree below."""
+        head, _, rest = pattern.partition("/")
+        for child in self.iterdir():
+            if fnmatch.fnmatchcase(child.name, head):
+                yield from child.glob(rest) if rest else (child,)
 
     def read_bytes(self) -> bytes:
         return bytes(self.open_binary().read())

@@ -418,7 +418,7 @@ def test_the_incremental_dag_runs_on_an_s3_data_root(s3_server, tmp_path):
     task's spark-submit carries Spark's S3 connector, every table lands in the bucket, the
     reports stay in the local folder the DAG passes on."""
     root = s3_server.root("s3a://lakehouse/airflow")
-    aws = {k: v for k, v in s3_server.environment().items() if k.startswith("AWS_")}
+    aws = s3_server.connection().environment()
     generated = run_cli(
         "generate",
         "--events",

@@ -134,14 +134,7 @@ def fresh_root(tmp_path: Path, landing: Path, server: S3Server | None = None) ->
 
 def environment(root: Root) -> dict[str, str]:
     """What a command needs to reach an S3 root (nothing for a local one)."""
-    if not isinstance(root, S3Path):
-        return {}
-    connection = root.connection
-    return {
-        "AWS_ENDPOINT_URL": connection.endpoint_url or "",
-        "AWS_ACCESS_KEY_ID": connection.access_key_id or "",
-        "AWS_SECRET_ACCESS_KEY": connection.secret_access_key or "",
-    }
+    return root.connection.environment() if isinstance(root, S3Path) else {}
 
 
 def copy_root(source: Root, target: Root) -> None:

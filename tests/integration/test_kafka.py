@@ -226,7 +226,7 @@ def test_messages_reach_bronze_on_an_s3_root_once_each(broker, s3_server, tmp_pa
     offsets in a checkpoint in the bucket."""
     root = s3_server.root("s3a://lakehouse/kafka")
     env = {
-        **{k: v for k, v in s3_server.environment().items() if k.startswith("AWS_")},
+        **s3_server.connection().environment(),
         "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
         "LAKEHOUSE_KAFKA_TOPIC_PREFIX": "s3-",
         "LAKEHOUSE_REPORTS_DIR": str(tmp_path / "reports"),
