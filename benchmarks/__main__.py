@@ -1,23 +1,28 @@
 """`make bench` (python -m benchmarks): the lakehouse's speed, cost and state, in one run.
 
 Every figure comes from real `lakehouse` processes on generated data, each
-on its own data root under --root (deleted first):
+on its own data root under --root (deleted first). Every increment figure is
+the median of --repetitions runs (default 3) with its spread; a first run
+over a history is one run.
 
 1. throughput: `lakehouse run` over N events of history (one day per
    --increment events), wall clock and without start-up, per stage;
-2. incremental cost against history: the same --increment events (the
-   same files) added to each history size, then `lakehouse run`;
-3. an empty run (nothing new) and a run after one new landing file;
+2. the scheduled increment against history: --repetitions more days of
+   --increment events each, each followed by `lakehouse run`; beside them
+   DuckDB computing every silver and gold table from each increment's files
+   alone, and our own `lakehouse backfill` of the last increment's date;
+3. empty runs (nothing new) and runs after one new landing file;
 4. `lakehouse backfill` over every date of the largest root;
 5. state over --state-increments increments, RocksDB and the default store;
 6. peak memory (PSS) of the driver's Python, the JVM and the Python workers;
-7. references on each history's landing files: Spark reading the JSON and
-   writing Parquet (the ceiling), and DuckDB computing the gold tables;
-   our time divided by each;
+7. references on each history's landing files: Spark reading the same
+   lines and writing Parquet (the ceiling), and DuckDB computing every
+   silver and gold table; our time divided by each;
 8. Kafka ingest beside file ingest: --kafka-events events published to a
    local Apache Kafka broker (`lakehouse produce`), then `lakehouse run
    --layer bronze` reading the topics; the same events as landing files
    into another root; messages (lines) per second into bronze, each.
+9. an S3 data root beside local disk (S3Proxy on this machine).
 
 Writes <root>/reports/bench-<time>.json and .md and prints the table.
 """
@@ -48,7 +53,7 @@ from benchmarks.harness import (
     run_summary,
     seconds_by_layer,
 )
-from benchmarks.references import duckdb_gold
+from benchmarks.references import duckdb_tables
 from benchmarks.report import label, markdown
 from include.storage.objects import Root
 from jobs.generate import GeneratorConfig, generate
@@ -124,6 +129,30 @@ def run_figures(root: Path, measured: Measured, reports: Path | None = None) -> 
     }
 
 
+def repeated(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Repetitions of one kind of run: every one's figures, and the median run's beside
+    the spread of the wall and run times (the median run is the one with median wall time)."""
+    ordered = sorted(runs, key=lambda r: r["seconds"])
+    median = ordered[(len(ordered) - 1) // 2]
+
+    def spread(key: str) -> dict[str, float]:
+        values = sorted(r[key] for r in runs)
+        return {"median": median[key], "min": values[0], "max": values[-1]}
+
+    return {
+        **median,
+        "repetitions": len(runs),
+        "spread": {key: spread(key) for key in ("seconds", "run_seconds")},
+        "each": runs,
+    }
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 def references(root: Path, work: Path, logs: Path) -> dict[str, Any]:
     ceiling_run = measure(
         [
@@ -138,10 +167,58 @@ def references(root: Path, work: Path, logs: Path) -> dict[str, Any]:
     )
     ceiling = json.loads(ceiling_run.output.strip().splitlines()[-1])
     ceiling.update(wall_seconds=round(ceiling_run.seconds, 2), peak_mib=mib(ceiling_run.peak_bytes))
-    return {"spark_json_to_parquet": ceiling, "duckdb_gold": duckdb_gold(root, work / "duckdb")}
+    return {"spark_json_to_parquet": ceiling, "duckdb": duckdb_tables(root, work / "duckdb")}
 
 
-def history(base: Path, size: int, increment: int, logs: Path) -> dict[str, Any]:
+def backfill_dates(root: Path, first: dt.date, last: dt.date, log: Path) -> dict[str, Any]:
+    """`lakehouse backfill` of silver and gold over the dates first..last."""
+    measured = lakehouse(
+        root, "backfill", "--start", first.isoformat(), "--end", last.isoformat(), log=log
+    )
+    return measured.figures()
+
+
+def increments(
+    base: Path, root: Path, days: int, increment: int, repetitions: int, logs: Path
+) -> dict[str, Any]:
+    """`repetitions` scheduled increments, one more day of `increment` events each.
+
+    Each increment is generated apart first, so that DuckDB computes every
+    silver and gold table from its files alone (the same new data), then its
+    files are copied into the root's landing folder and `lakehouse run` runs.
+    Last, our own batch backfill recomputes the last increment's date, as
+    often: the same new data through our batch code.
+    """
+    runs = []
+    for k in range(repetitions):
+        scratch = base / f"{root.name}-increment-{k + 1}"
+        shutil.rmtree(scratch, ignore_errors=True)
+        day = START + dt.timedelta(days=days + k)
+        land(scratch, increment, increment, seed=INCREMENT_SEED + k, start=day)
+        duck = duckdb_tables(scratch, scratch / "duckdb")
+        shutil.copytree(scratch / "landing", root / "landing", dirs_exist_ok=True)
+        log = logs / f"{root.name}-increment-{k + 1}.log"
+        figures = run_figures(root, lakehouse(root, "run", log=log))
+        figures["duckdb_seconds"] = duck["seconds"]
+        runs.append(figures)
+        print(f"[{root.name}] +{label(increment)} #{k + 1}: {figures['seconds']} s wall")
+    last = (START + dt.timedelta(days=days + repetitions - 1)).date()
+    batch = [
+        backfill_dates(root, last, last, logs / f"{root.name}-backfill-{last}-{k + 1}.log")
+        for k in range(repetitions)
+    ]
+    return {
+        **repeated(runs),
+        "duckdb_seconds": median([r["duckdb_seconds"] for r in runs]),
+        "backfill_of_its_date": {
+            "date": last.isoformat(),
+            "seconds": median([b["seconds"] for b in batch]),
+            "each": batch,
+        },
+    }
+
+
+def history(base: Path, size: int, increment: int, repetitions: int, logs: Path) -> dict[str, Any]:
     root = base / f"history-{label(size)}"
     shutil.rmtree(root, ignore_errors=True)
     started = time.perf_counter()
@@ -152,48 +229,40 @@ def history(base: Path, size: int, increment: int, logs: Path) -> dict[str, Any]
     refs = references(root, base / f"{root.name}-references", logs / root.name)
     print(f"[{label(size)}] references: {json.dumps(refs)}")
     days = math.ceil(size / increment)
-    land(root, increment, increment, seed=INCREMENT_SEED, start=START + dt.timedelta(days=days))
-    added = run_figures(root, lakehouse(root, "run", log=logs / f"{root.name}-increment.log"))
-    print(f"[{label(size)}] +{label(increment)} increment: {added['seconds']} s")
     return {
         "events": size,
         "root": str(root),
-        "days": days,
+        "days": days + repetitions,
         "run": first,
         "references": refs,
-        "increment": added,
+        "increment": increments(base, root, days, increment, repetitions, logs),
     }
 
 
-def small_runs(root: Path, logs: Path) -> dict[str, Any]:
-    """An empty run, then a run after one new landing file (one hour of clicks)."""
-    empty = run_figures(root, lakehouse(root, "run", log=logs / "empty-run.log"))
+def small_runs(root: Path, repetitions: int, logs: Path) -> dict[str, Any]:
+    """Empty runs (nothing new), then runs after one new landing file each (one hour of
+    clicks of a later day): `repetitions` of each."""
+    empty = [
+        run_figures(root, lakehouse(root, "run", log=logs / f"empty-run-{k + 1}.log"))
+        for k in range(repetitions)
+    ]
     scratch = root.parent / "one-file"
     shutil.rmtree(scratch, ignore_errors=True)
     generate(GeneratorConfig(events=5000, seed=77, start=START + dt.timedelta(days=400)), scratch)
-    one = sorted((scratch / "clicks").iterdir())[0]
-    shutil.copy(one, root / "landing" / "clicks" / one.name)
-    one_file = run_figures(root, lakehouse(root, "run", log=logs / "one-file-run.log"))
-    return {"empty_run": empty, "one_new_file": {**one_file, "file": one.name}}
+    files = sorted((scratch / "clicks").iterdir())[:repetitions]
+    one_file = []
+    for k, one in enumerate(files):
+        shutil.copy(one, root / "landing" / "clicks" / one.name)
+        figures = run_figures(root, lakehouse(root, "run", log=logs / f"one-file-run-{k + 1}.log"))
+        one_file.append({**figures, "file": one.name})
+    return {"empty_run": repeated(empty), "one_new_file": repeated(one_file)}
 
 
 def backfill(root: Path, days: int, rows: int, logs: Path) -> dict[str, Any]:
     """Silver and gold recomputed in batch from `rows` bronze rows over `days` days."""
     end = START + dt.timedelta(days=days - 1)
-    measured = lakehouse(
-        root,
-        "backfill",
-        "--start",
-        START.date().isoformat(),
-        "--end",
-        end.date().isoformat(),
-        log=logs / "backfill.log",
-    )
-    return {
-        **measured.figures(),
-        "bronze_rows": rows,
-        "rows_per_second": round(rows / measured.seconds),
-    }
+    figures = backfill_dates(root, START.date(), end.date(), logs / "backfill.log")
+    return {**figures, "bronze_rows": rows, "rows_per_second": round(rows / figures["seconds"])}
 
 
 def state(base: Path, increments: int, events: int, logs: Path) -> dict[str, Any]:
@@ -315,19 +384,28 @@ def object_store(base: Path, events: int, increment: int, logs: Path) -> dict[st
 def ratios(results: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for entry in results["history"]:
-        run, refs = entry["run"], entry["references"]
+        run, refs, added = entry["run"], entry["references"], entry["increment"]
         out[label(entry["events"])] = {
             "run_over_spark_ceiling": round(
                 run["run_seconds"] / refs["spark_json_to_parquet"]["seconds"], 1
             ),
-            "run_over_duckdb": round(run["run_seconds"] / refs["duckdb_gold"]["seconds"], 1),
+            "run_over_duckdb": round(run["run_seconds"] / refs["duckdb"]["seconds"], 1),
             "wall_over_spark_ceiling_wall": round(
                 run["seconds"] / refs["spark_json_to_parquet"]["wall_seconds"], 1
             ),
+            "increment_over_duckdb": round(added["seconds"] / added["duckdb_seconds"], 1),
+            "increment_over_backfill_of_its_date": round(
+                added["seconds"] / added["backfill_of_its_date"]["seconds"], 2
+            ),
         }
-    increments = [e["increment"]["run_seconds"] for e in results["history"]]
-    if len(increments) > 1:
-        out["increment_largest_over_smallest_history"] = round(increments[-1] / increments[0], 2)
+    if "backfill" in results:
+        largest = results["history"][-1]
+        out[label(largest["events"])]["run_over_backfill"] = round(
+            largest["run"]["seconds"] / results["backfill"]["seconds"], 2
+        )
+    added = [e["increment"]["seconds"] for e in results["history"]]
+    if len(added) > 1:
+        out["increment_largest_over_smallest_history"] = round(added[-1] / added[0], 2)
     return out
 
 
@@ -352,6 +430,12 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         choices=["history", "state", "backfill", "kafka", "object-store"],
     )
+    parser.add_argument(
+        "--repetitions",
+        type=int,
+        default=3,
+        help="runs of each increment kind (+N events, one file, empty); medians are reported",
+    )
     parser.add_argument("--quick", action="store_true", help=f"small sizes: {QUICK}")
     args = parser.parse_args(argv)
     if args.quick:
@@ -371,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": {
             "events": sizes,
             "increment": increment,
+            "repetitions": args.repetitions,
             "state_increments": args.state_increments,
             "state_events": args.state_events,
             "spark_master": os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]"),
@@ -378,12 +463,14 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     if "history" not in args.skip:
-        results["history"] = [history(base, size, increment, logs) for size in sizes]
+        reps = args.repetitions
+        results["history"] = [history(base, size, increment, reps, logs) for size in sizes]
         largest = results["history"][-1]
-        results.update(small_runs(Path(largest["root"]), logs))
+        results.update(small_runs(Path(largest["root"]), reps, logs))
         if "backfill" not in args.skip:
-            rows = largest["run"]["bronze_rows"] + largest["increment"]["bronze_rows"]
-            results["backfill"] = backfill(Path(largest["root"]), largest["days"] + 1, rows, logs)
+            added = sum(r["bronze_rows"] for r in largest["increment"]["each"])
+            rows = largest["run"]["bronze_rows"] + added
+            results["backfill"] = backfill(Path(largest["root"]), largest["days"], rows, logs)
     if "state" not in args.skip:
         results["state"] = state(base, args.state_increments, args.state_events, logs)
     if "kafka" not in args.skip:

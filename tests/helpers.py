@@ -152,6 +152,7 @@ def run_cli(
 GOLD_COLUMNS = {
     "ad_performance_hourly": "window_start, window_end, ad_id, campaign_id, impressions, clicks",
     "actions_10min": "window_start, window_end, action, actions",
+    "campaign_daily": "campaign_id, day, impressions, clicks",
     "user_status": "user_id, status, last_action, last_event_time",
 }
 
@@ -166,9 +167,9 @@ def assert_gold_agrees_with_duckdb(settings: Settings, landing_root: Path, scrat
     """
     import duckdb
 
-    from benchmarks.references import duckdb_gold
+    from benchmarks.references import duckdb_tables
 
-    computed = duckdb_gold(landing_root, scratch)
+    computed = duckdb_tables(landing_root, scratch)
     db = duckdb.connect()
     for name, columns in GOLD_COLUMNS.items():
         ours = delta_table(settings.table("gold", name))

@@ -144,7 +144,7 @@ def test_a_changed_rule_reaches_every_consumer(spark, tmp_path, two_hour_window)
     assert late and all(dt.timedelta(hours=2) < d <= dt.timedelta(hours=4) for d in late)
 
     # The DuckDB reference: a click 90 minutes later counts there too.
-    from benchmarks.references import duckdb_gold
+    from benchmarks.references import duckdb_tables
 
     landing = tmp_path / "reference" / "landing"
     for source, event in (
@@ -180,7 +180,7 @@ def test_a_changed_rule_reaches_every_consumer(spark, tmp_path, two_hour_window)
     ):
         (landing / source).mkdir(parents=True)
         (landing / source / "one.jsonl").write_text(json.dumps(event) + "\n")
-    duckdb_gold(tmp_path / "reference", tmp_path / "out")
+    duckdb_tables(tmp_path / "reference", tmp_path / "out")
     import duckdb
 
     hourly = duckdb.sql(
