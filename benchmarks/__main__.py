@@ -11,7 +11,8 @@ over a history is one run.
    --increment events each, each followed by `lakehouse run`; beside them
    DuckDB computing every silver and gold table from each increment's files
    alone, and our own `lakehouse backfill` of the last increment's date;
-3. empty runs (nothing new) and runs after one new landing file;
+3. empty runs (nothing new) and runs after one new landing file (an hour of
+   impressions of the next day);
 4. `lakehouse backfill` over every date of the largest root;
 5. state over --state-increments increments, RocksDB and the default store;
 6. peak memory (PSS) of the driver's Python, the JVM and the Python workers;
@@ -239,20 +240,23 @@ def history(base: Path, size: int, increment: int, repetitions: int, logs: Path)
     }
 
 
-def small_runs(root: Path, repetitions: int, logs: Path) -> dict[str, Any]:
-    """Empty runs (nothing new), then runs after one new landing file each (one hour of
-    clicks of a later day): `repetitions` of each."""
+def small_runs(
+    root: Path, days: int, increment: int, repetitions: int, logs: Path
+) -> dict[str, Any]:
+    """Empty runs (nothing new), then runs after one new landing file each: the next
+    hours of impressions of the day after the root's last, at --increment events a day."""
     empty = [
         run_figures(root, lakehouse(root, "run", log=logs / f"empty-run-{k + 1}.log"))
         for k in range(repetitions)
     ]
     scratch = root.parent / "one-file"
     shutil.rmtree(scratch, ignore_errors=True)
-    generate(GeneratorConfig(events=5000, seed=77, start=START + dt.timedelta(days=400)), scratch)
-    files = sorted((scratch / "clicks").iterdir())[:repetitions]
+    day = START + dt.timedelta(days=days)
+    generate(GeneratorConfig(events=increment, seed=77, start=day), scratch)
+    files = sorted((scratch / "impressions").iterdir())[:repetitions]
     one_file = []
     for k, one in enumerate(files):
-        shutil.copy(one, root / "landing" / "clicks" / one.name)
+        shutil.copy(one, root / "landing" / "impressions" / one.name)
         figures = run_figures(root, lakehouse(root, "run", log=logs / f"one-file-run-{k + 1}.log"))
         one_file.append({**figures, "file": one.name})
     return {"empty_run": repeated(empty), "one_new_file": repeated(one_file)}
@@ -466,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         reps = args.repetitions
         results["history"] = [history(base, size, increment, reps, logs) for size in sizes]
         largest = results["history"][-1]
-        results.update(small_runs(Path(largest["root"]), reps, logs))
+        results.update(small_runs(Path(largest["root"]), largest["days"], increment, reps, logs))
         if "backfill" not in args.skip:
             added = sum(r["bronze_rows"] for r in largest["increment"]["each"])
             rows = largest["run"]["bronze_rows"] + added
