@@ -47,7 +47,7 @@ pytestmark = pytest.mark.slow
 
 VENV_BIN = Path(sys.executable).parent
 RANGE = ("2026-10-31", "2026-11-02")
-TASKS = {"bronze", "validate_bronze", "silver", "validate_silver", "gold", "validate_gold"}
+TASKS = {"bronze", "silver", "gold"}
 SERVICES = {"api-server", "scheduler", "dag-processor", "spark-master", "spark-worker"}
 # Made at run time, so the repository holds no password-like literal.
 WRONG_PASSWORD = {"username": ADMIN, "password": secrets.token_urlsafe(16)}
@@ -282,9 +282,9 @@ def test_incremental_dag_writes_every_contract_table_and_passes_its_gates(ingest
             assert DeltaTable(str(settings.table(layer, source))).version() >= 0
     for layer, name in TABLE_NAMES:
         assert delta_count(settings.table(layer, name)) > 0, f"{layer}/{name}"
-    # Three layer tasks ran their checks and three gates re-checked: six reports, all passed.
+    # Three layer tasks ran, each with its checks: three reports, all passed.
     runs = sorted((settings.reports / "runs").glob("*.json"))
-    assert [json.loads(p.read_text())["status"] for p in runs] == ["passed"] * 6
+    assert [json.loads(p.read_text())["status"] for p in runs] == ["passed"] * 3
     results = delta_table(settings.meta("dq_results")).to_pylist()
     assert len(results) >= 140 and all(r["success"] for r in results if r["severity"] == "critical")
 
@@ -341,9 +341,9 @@ def test_backfill_dag_rejects_a_bad_form_before_spark_starts(airflow_env, tmp_pa
 def test_a_blocked_gate_fails_its_task_at_once_and_the_next_layer_never_runs(
     streamed_root, tmp_path
 ):
-    """A duplicate key edited into silver: validate_silver fails on its first try (no
-    retry), gold is not submitted. On a copy of the CLI-streamed root: only the gate's
-    `lakehouse validate` runs, and it reads tables alone.
+    """A duplicate key edited into silver: the silver task's checks fail on its first try
+    (no retry), gold is not submitted. On a copy of the CLI-streamed root: only the
+    silver task runs; its streams have nothing new, its checks read the edited table.
 
     In an Airflow database of its own: other tests register the same asset names with
     other data roots' URIs, and Airflow refuses to run a task whose outlets are not the
@@ -358,14 +358,14 @@ def test_a_blocked_gate_fails_its_task_at_once_and_the_next_layer_never_runs(
         predicate=f"impression_id = '{second['impression_id']}'",
         new_values={"impression_id": first["impression_id"], "ad_id": "ad-edited"},
     )
-    # Only the gate runs; the layer tasks before it are marked done.
-    skip = "^(bronze|validate_bronze|silver)$"
+    # Only silver runs; bronze is marked done.
+    skip = "^bronze$"
     done = dags_test(airflow_env, root, "lakehouse_incremental", "--mark-success-pattern", skip)
     log = done.stdout + done.stderr
     assert done.returncode != 0
     assert "blocking data-quality check failed (exit code 3); not retrying" in log, log[-4000:]
     assert "expect_column_values_to_be_unique(impression_id)" in log
-    assert log.count("Spark-Submit cmd") == 1, "one attempt of validate_silver, nothing more"
+    assert log.count("Spark-Submit cmd") == 1, "one attempt of silver, nothing more"
     assert "up_for_retry" not in log.lower()
 
 
