@@ -63,7 +63,9 @@ def _state_rows(results: dict[str, Any]) -> list[list[Any]]:
                         f"{query} {operator['operator']}",
                         *(history[i] for i in marks),
                         max(history),
-                        round(operator["memory_bytes"] / 2**20, 1),
+                        None
+                        if operator.get("memory_bytes") is None
+                        else round(operator["memory_bytes"] / 2**20, 1),
                     ]
                 )
     return rows

@@ -167,7 +167,10 @@ class Table:
     `watermark_ms`. `date_column` holds each row's UTC date for backfills
     and partitions the table (None: a current-state table, replaced whole).
     `rules` are the rules its rows depend on: a stream records their values
-    and refuses to run on others.
+    and refuses to run on others. `closed_by` names the streaming query whose
+    watermark closes the table's windows: such a table is not a stream of its
+    own but written in batch, from that query's table, as the watermark
+    closes its windows (`jobs.drivers.closed`).
     """
 
     layer: str
@@ -183,6 +186,7 @@ class Table:
     date_column: str | None = EVENT_DATE
     params: Mapping[str, str] = field(default_factory=dict)
     upsert: bool = False
+    closed_by: str | None = None
 
     @property
     def id(self) -> str:
@@ -226,7 +230,7 @@ def _deduplicated(source: Source) -> Table:
 
 
 _ATTRIBUTION_RULES = ("impressions_delay", "clicks_delay", "attribution_window")
-_SILVER_EVENTS = ("silver/impressions", "silver/clicks")
+_ATTRIBUTION = "silver/ad_attribution"
 
 TABLES: tuple[Table, ...] = (
     *(_deduplicated(source) for source in SOURCES.values()),
@@ -244,7 +248,7 @@ TABLES: tuple[Table, ...] = (
             ("click_time", TIMESTAMP),
             (EVENT_DATE, DATE),
         ),
-        inputs=_SILVER_EVENTS,
+        inputs=("silver/impressions", "silver/clicks"),
         transform="jobs.transforms.silver:attribute_clicks",
         keys=("impression_id", "click_id"),
         closing=Closing("unmatched", held_back="attribution_window"),
@@ -285,12 +289,13 @@ TABLES: tuple[Table, ...] = (
             ("ctr", DOUBLE),
             (EVENT_DATE, DATE),
         ),
-        inputs=_SILVER_EVENTS,
+        inputs=(_ATTRIBUTION,),
         transform="jobs.transforms.gold:ad_performance_hourly",
         keys=("ad_id", "campaign_id", "window_start"),
         closing=Closing("windows", "attribution_window", length="performance_window"),
         watermark_sources=("impressions", "clicks"),
         rules=(*_ATTRIBUTION_RULES, "performance_window"),
+        closed_by=_ATTRIBUTION,
     ),
     Table(
         "gold",
@@ -303,13 +308,14 @@ TABLES: tuple[Table, ...] = (
             ("clicks", LONG),
             ("ctr", DOUBLE),
         ),
-        inputs=_SILVER_EVENTS,
+        inputs=(_ATTRIBUTION,),
         transform="jobs.transforms.gold:campaign_daily",
         keys=("campaign_id", "day"),
         closing=Closing("windows", "attribution_window", start="day", length="campaign_window"),
         watermark_sources=("impressions", "clicks"),
         rules=(*_ATTRIBUTION_RULES, "performance_window", "campaign_window"),
         date_column="day",
+        closed_by=_ATTRIBUTION,
     ),
     Table(
         "gold",
@@ -398,6 +404,15 @@ def _check() -> None:
             raise ValueError(f"{entry.id}: date column {entry.date_column} is not a column")
         for name in entry.rules:
             RULES.value(name)
+        if entry.closed_by is not None and (
+            entry.closing.kind != "windows"
+            or entry.inputs != (entry.closed_by,)
+            or TABLES_BY_ID[entry.closed_by].date_column is None
+        ):
+            raise ValueError(
+                f"{entry.id}: a table closed by {entry.closed_by} has windows, that query's "
+                "table as its one input, and that table has a date column"
+            )
     order = [t.id for t in TABLES]
     for position, entry in enumerate(TABLES):
         for source in entry.inputs:

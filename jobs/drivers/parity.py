@@ -24,6 +24,7 @@ from include.storage.objects import Root
 from jobs.catalog import TABLES
 from jobs.dates import DateRange
 from jobs.drivers.backfill import compute_tables, in_range, write_range
+from jobs.drivers.closed import applied_watermark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -67,8 +68,11 @@ def _rows(frame: DataFrame, dates: DateRange, column: str | None) -> DataFrame:
 def run_parity(
     spark: SparkSession, settings: Settings, dates: DateRange
 ) -> tuple[list[TableParity], Root]:
+    # A table of closed windows: the watermark whose windows it has written.
     watermarks = {
-        table.id: streaming_watermark(settings.checkpoint(table.layer, table.name))
+        table.id: applied_watermark(settings, table)
+        if table.closed_by
+        else streaming_watermark(settings.checkpoint(table.layer, table.name))
         for table in TABLES
     }
     # Unique per run: two parity tasks may start in the same second.

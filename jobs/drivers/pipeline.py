@@ -82,8 +82,11 @@ def _first_line(error: Exception) -> str:
 
 
 @contextmanager
-def reported(settings: Settings, outcome: RunOutcome) -> Iterator[RunOutcome]:
-    """Time the run, note its error if it fails, and write its report whatever happens."""
+def reported(
+    settings: Settings, outcome: RunOutcome, spark: SparkSession | None = None
+) -> Iterator[RunOutcome]:
+    """Time the run, note its error if it fails, and write its report whatever happens;
+    with `spark`, its stages' progress to the event log too (one commit)."""
     started = time.perf_counter()
     try:
         yield outcome
@@ -91,8 +94,13 @@ def reported(settings: Settings, outcome: RunOutcome) -> Iterator[RunOutcome]:
         outcome.error = _first_line(error)
         raise
     finally:
-        outcome.seconds = time.perf_counter() - started
-        outcome.report = write_run_report(settings, outcome)
+        try:
+            if spark is not None:
+                stages = [(s.stage, s.progress) for s in outcome.stages]
+                record_progress(spark, settings, outcome.run_id, stages)
+        finally:
+            outcome.seconds = time.perf_counter() - started
+            outcome.report = write_run_report(settings, outcome)
 
 
 def run_pipeline(
@@ -113,14 +121,13 @@ def run_pipeline(
     gate = QualityGate(settings.reports / "data_docs")
     quarantine_before = {s: _version(settings.table("quarantine", s)) for s in SOURCES}
     run = RunOutcome(run_id, "run", dt.datetime.now(dt.UTC), layers=tuple(layers))
-    with reported(settings, run) as outcome:
+    with reported(settings, run, spark) as outcome:
         refuse_changed_rules(settings, layers)
         baselines = last_passed_versions(spark, settings)
         for layer in (layer for layer in LAYERS if layer in layers):
             validation = LayerValidation(spark, settings, gate, layer, run_id, baselines)
             outcome.checks.append(validation.result)
             for result in run_layer(spark, settings, layer):
-                record_progress(spark, settings, run_id, result.stage, result.progress)
                 outcome.stages.append(result)
                 echo(result.summary())
                 for notice in result.notices:

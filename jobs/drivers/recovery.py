@@ -41,6 +41,7 @@ from jobs.catalog import SOURCES, TABLES, Table, tables_in
 from jobs.dates import DateRange
 from jobs.drivers.backfill import bronze_days, run_backfill
 from jobs.drivers.bronze import kafka_checkpoint
+from jobs.drivers.closed import windows_to_close
 from jobs.drivers.streaming import read_sources, unread_inputs
 from jobs.drivers.tables import FINGERPRINT, fingerprint
 from jobs.quality.ledger import LEDGER_SCHEMA, ledger_path
@@ -57,6 +58,10 @@ def streams_behind(settings: Settings) -> list[str]:
     behind = []
     waiting = set()
     for table in TABLES:
+        if table.closed_by is not None:
+            if windows_to_close(settings, table):
+                behind.append(f"{table.id}: windows {table.closed_by} closed not written yet")
+            continue
         checkpoint = settings.checkpoint(table.layer, table.name)
         position = read_position(checkpoint, table.id)
         sidecar = read_sidecar(checkpoint)

@@ -21,6 +21,7 @@ from include.storage.checkpoints import (
     write_sidecar,
 )
 from jobs.catalog import Table, downstream_of, rules, tables_in
+from jobs.drivers.closed import write_closed_windows
 from jobs.drivers.late import record_late_dates
 from jobs.drivers.streaming import run_available_now
 from jobs.reports.progress import StageResult
@@ -181,6 +182,12 @@ def write_table(spark: SparkSession, settings: Settings, table: Table) -> StageR
 
 
 def run_tables(spark: SparkSession, settings: Settings, layer: str) -> Iterator[StageResult]:
-    """Every table of the layer, in catalog order."""
+    """Every table of the layer, in catalog order: a stream each, or the windows the
+    query named by `closed_by` has closed."""
     for table in tables_in(layer):
-        yield write_table(spark, settings, table)
+        if table.closed_by is None:
+            yield write_table(spark, settings, table)
+            continue
+        result = write_closed_windows(spark, settings, table, transform_of(table))
+        remember_fingerprint(settings, table)
+        yield result

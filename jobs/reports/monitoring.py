@@ -1,8 +1,9 @@
 """Pipeline event log and state inspection.
 
 - `record_progress`: every micro-batch of every query of a run, appended to the
-  Delta table `lakehouse/_meta/query_progress`: input rows, rows dropped as
-  later than the watermark, state rows and memory of the stateful operators,
+  Delta table `lakehouse/_meta/query_progress` in one commit at the run's end
+  (a run that fails records what it did): input rows, rows dropped as later
+  than the watermark, state rows and memory of the stateful operators,
   duration, watermark, and the full progress JSON. Query it like any table.
 - `describe_state`: open state per stateful operator, read from the
   checkpoints with Spark's state data source.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -78,13 +80,12 @@ def record_progress(
     spark: SparkSession,
     settings: Settings,
     run_id: str,
-    query: str,
-    progress: list[dict[str, Any]],
+    stages: Iterable[tuple[str, list[dict[str, Any]]]],
 ) -> None:
-    if not progress:
-        return
-    rows = [progress_row(run_id, query, p) for p in progress]
-    append_rows(spark, event_log_path(settings), rows, PROGRESS_SCHEMA)
+    """Every micro-batch of the run's queries, (query, progress) per stage, in one commit."""
+    rows = [progress_row(run_id, query, p) for query, progress in stages for p in progress]
+    if rows:
+        append_rows(spark, event_log_path(settings), rows, PROGRESS_SCHEMA)
 
 
 @dataclass(frozen=True)

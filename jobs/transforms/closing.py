@@ -31,19 +31,32 @@ def _micros(watermark_ms: int, minus_us: int = 0) -> F.Column:
     return F.timestamp_micros(F.lit(watermark_ms * 1000 - minus_us))
 
 
+def _closed(closing: Closing, watermark_ms: int) -> F.Column | None:
+    """Which rows are final at the watermark (None: all of them)."""
+    bound = _micros(watermark_ms, closing.held_back_us())
+    if closing.kind == "unmatched":
+        return F.col("click_id").isNotNull() | (F.col("impression_time") <= bound)
+    if closing.kind == "windows":
+        assert closing.length is not None
+        # A date column (a day window) starts at its midnight (the session time zone is UTC).
+        start = F.col(closing.start).cast("timestamp")
+        return start + F.expr(f"INTERVAL {seconds(closing.length)} SECONDS") <= bound
+    return None
+
+
 def close(closing: Closing, watermark_ms: int) -> Callable[[DataFrame], DataFrame]:
     """The rows of a batch-computed table that streaming would have written by `watermark_ms`."""
-    bound = _micros(watermark_ms, closing.held_back_us())
+    closed = _closed(closing, watermark_ms)
 
     def transform(rows: DataFrame) -> DataFrame:
-        if closing.kind == "unmatched":
-            return rows.where(F.col("click_id").isNotNull() | (F.col("impression_time") <= bound))
-        if closing.kind == "windows":
-            assert closing.length is not None
-            # A date column (a day window) starts at its midnight (the session time zone is UTC).
-            start = F.col(closing.start).cast("timestamp")
-            end = start + F.expr(f"INTERVAL {seconds(closing.length)} SECONDS")
-            return rows.where(end <= bound)
-        return rows
+        return rows if closed is None else rows.where(closed)
 
     return transform
+
+
+def closed_before(closing: Closing, watermark_ms: int) -> F.Column:
+    """Windows already closed at an earlier watermark (`jobs.drivers.closed`)."""
+    closed = _closed(closing, watermark_ms)
+    if closing.kind != "windows" or closed is None:
+        raise ValueError(f"a {closing.kind} closing rule has no windows")
+    return closed

@@ -1,11 +1,13 @@
 """Gold: event-time window aggregates.
 
-`ad_performance_hourly` chains two window aggregations after the attribution
-join in one streaming query: first one row per impression and hour (did any
-click match?), then per ad, campaign and hour. `campaign_daily` adds a third,
-per campaign and day. Spark propagates the watermark through each stateful
-operator, so a window is written once no attribution row for it can come any
-more (append mode): `window_end <= watermark - attribution_window`.
+`ad_performance_hourly` and `campaign_daily` aggregate `silver/ad_attribution`
+in batch: first one row per impression and hour (did any click match?),
+then per ad, campaign and hour, and per campaign and day. Streaming runs
+them over the windows the attribution query's watermark has closed
+(`jobs.drivers.closed`), a backfill over its own attribution rows, each
+closing windows by the same rule: `window_end <= watermark - attribution_window`.
+`actions_per_window` is a streaming window aggregation with its own
+watermark (append mode): a window is written once the watermark passes its end.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.catalog import EVENT_DATE, EVENT_TIME, seconds
-from jobs.transforms.silver import attribute_clicks, delay
+from jobs.transforms.silver import delay
 
 
 def _interval(rule: str) -> str:
@@ -30,16 +32,15 @@ def _window_columns(window: str = "window") -> list:
     ]
 
 
-def _per_ad_and_hour(impressions: DataFrame, clicks: DataFrame) -> DataFrame:
+def _per_ad_and_hour(attribution: DataFrame) -> DataFrame:
     """Impressions and clicked impressions per ad, campaign and performance window."""
-    hour = _interval("performance_window")
-    attribution = attribute_clicks()(impressions, clicks)
     per_impression = attribution.groupBy(
-        F.window("impression_time", hour), "impression_id", "ad_id", "campaign_id"
+        F.window("impression_time", _interval("performance_window")),
+        "impression_id",
+        "ad_id",
+        "campaign_id",
     ).agg((F.count("click_id") > 0).alias("clicked"))
-    return per_impression.groupBy(
-        F.window(F.window_time("window"), hour).alias("window"), "ad_id", "campaign_id"
-    ).agg(
+    return per_impression.groupBy("window", "ad_id", "campaign_id").agg(
         F.count(F.lit(1)).alias("impressions"),
         F.sum(F.col("clicked").cast("long")).alias("clicks"),
     )
@@ -49,10 +50,9 @@ def _ctr() -> F.Column:
     return (F.col("clicks") / F.col("impressions")).alias("ctr")
 
 
-def ad_performance_hourly() -> Callable[[DataFrame, DataFrame], DataFrame]:
-    def transform(impressions: DataFrame, clicks: DataFrame) -> DataFrame:
-        per_ad = _per_ad_and_hour(impressions, clicks)
-        return per_ad.select(
+def ad_performance_hourly() -> Callable[[DataFrame], DataFrame]:
+    def transform(attribution: DataFrame) -> DataFrame:
+        return _per_ad_and_hour(attribution).select(
             *_window_columns(),
             "ad_id",
             "campaign_id",
@@ -65,15 +65,18 @@ def ad_performance_hourly() -> Callable[[DataFrame, DataFrame], DataFrame]:
     return transform
 
 
-def campaign_daily() -> Callable[[DataFrame, DataFrame], DataFrame]:
+def campaign_daily() -> Callable[[DataFrame], DataFrame]:
     """Per campaign and UTC day: the day's hourly rows of the campaign summed."""
 
-    def transform(impressions: DataFrame, clicks: DataFrame) -> DataFrame:
-        per_ad = _per_ad_and_hour(impressions, clicks)
-        per_day = per_ad.groupBy(
-            F.window(F.window_time("window"), _interval("campaign_window")).alias("day"),
-            "campaign_id",
-        ).agg(F.sum("impressions").alias("impressions"), F.sum("clicks").alias("clicks"))
+    def transform(attribution: DataFrame) -> DataFrame:
+        per_day = (
+            _per_ad_and_hour(attribution)
+            .groupBy(
+                F.window("window.start", _interval("campaign_window")).alias("day"),
+                "campaign_id",
+            )
+            .agg(F.sum("impressions").alias("impressions"), F.sum("clicks").alias("clicks"))
+        )
         return per_day.select(
             "campaign_id",
             F.to_date("day.start").alias("day"),

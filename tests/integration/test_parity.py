@@ -14,7 +14,8 @@ import pytest
 from jobs.catalog import LAYERS, TABLES_BY_ID
 from jobs.dates import DateRange
 from jobs.drivers.backfill import run_backfill
-from jobs.drivers.parity import run_parity, streaming_watermark
+from jobs.drivers.closed import applied_watermark
+from jobs.drivers.parity import run_parity
 from jobs.drivers.pipeline import run_layer
 from jobs.generate import GeneratorConfig, generate
 from jobs.schemas import table_schema
@@ -106,7 +107,7 @@ def test_campaign_daily_sums_the_hourly_rows_of_each_closed_day(streamed):
     for row in hourly:
         sums[(row["campaign_id"], row["event_date"], "impressions")] += row["impressions"]
         sums[(row["campaign_id"], row["event_date"], "clicks")] += row["clicks"]
-    watermark_ms = streaming_watermark(streamed.checkpoint("gold", "campaign_daily"))
+    watermark_ms = applied_watermark(streamed, TABLES_BY_ID["gold/campaign_daily"])
     assert watermark_ms is not None
     # A day is written once its last hour is closed: day + 1 day <= watermark - 1 hour.
     closed_before = (

@@ -122,7 +122,7 @@ def test_hourly_windows_start_inclusive_end_exclusive_and_count_clicked_impressi
         ("i3", "ad1", "c1", at(60)),  # 11:00 is the next window
     )
     clicked = clicks(spark, ("k1", "i1", at(1)), ("k2", "i1", at(2)), ("k3", "i3", at(61)))
-    hourly = ad_performance_hourly()(shown, clicked)
+    hourly = ad_performance_hourly()(attribute_clicks()(shown, clicked))
     assertDataFrameEqual(
         hourly,
         [
@@ -142,7 +142,7 @@ def test_campaign_daily_sums_the_hours_of_each_utc_day_across_ads(spark):
         ("i4", "ad1", "c2", at(0)),
     )
     clicked = clicks(spark, ("k1", "i2", midnight + dt.timedelta(minutes=5)))
-    daily = campaign_daily()(shown, clicked)
+    daily = campaign_daily()(attribute_clicks()(shown, clicked))
     assertDataFrameEqual(
         daily,
         [
