@@ -178,6 +178,8 @@ def assert_gold_agrees_with_duckdb(settings: Settings, landing_root: Path, scrat
             f"SELECT {columns} FROM ours "  # noqa: S608 (table names and paths of the test)
             f"EXCEPT SELECT {columns} FROM read_parquet('{scratch / name}.parquet')"
         ).fetchall()
-        assert ours.num_rows > 0 and not missing, (name, missing[:5])
+        # A short input may close no whole day yet: campaign_daily may be empty.
+        assert ours.num_rows > 0 or name == "campaign_daily", name
+        assert not missing, (name, missing[:5])
         if name == "user_status":
             assert computed["rows"][name] == ours.num_rows

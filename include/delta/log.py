@@ -58,6 +58,23 @@ def files_added(path: Root, since: int, version: int | None = None) -> set[str]:
     return names(version) - names(since)
 
 
+def partitions_added(
+    path: Root, column: str, since: int, version: int | None = None
+) -> set[Any] | None:
+    """Values of partition column `column` of the data files `version` (default: latest)
+    holds and version `since` did not (None in the set: a file of null values), from the
+    log; None when the table is not partitioned by `column`."""
+    import pyarrow as pa
+
+    actions = pa.table(open_table(path, version=version).get_add_actions(flatten=True))
+    if f"partition.{column}" not in actions.column_names:
+        return None
+    added = files_added(path, since, version)
+    names = (uri.rsplit("/", 1)[-1] for uri in actions.column("path").to_pylist())
+    values = actions.column(f"partition.{column}").to_pylist()
+    return {value for name, value in zip(names, values, strict=True) if name in added}
+
+
 def committed_batch(path: Root, app_id: str) -> int | None:
     """The newest micro-batch (Delta app transaction version) `app_id` committed to the table."""
     return open_table(path).transaction_version(app_id)

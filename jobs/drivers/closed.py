@@ -32,12 +32,19 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
-from include.delta import append, ensure_table, is_delta_table, merge_upsert, read_table
+from include.delta import (
+    append,
+    ensure_table,
+    is_delta_table,
+    latest_version,
+    merge_upsert,
+    read_table,
+)
 from include.delta.log import committed_batch
 from include.delta.writes import rows_committed
 from include.settings import Settings
@@ -129,9 +136,33 @@ def write_closed_windows(
         result.rows_in = int(observed.get.get("rows", 0))
         result.rows_out = {entry.name: rows_committed(spark, path)}
         result.batches = 1
+    result.progress = [_progress(entry, result, watermark, latest_version(path))]
     sidecar.pop(REBUILT_BY_BACKFILL, None)
     write_sidecar(checkpoint, {**sidecar, "query": entry.id, "applied_watermark_ms": watermark})
     return result
+
+
+def _progress(entry: Table, result: StageResult, watermark_ms: int, version: int) -> dict[str, Any]:
+    """The run in the shape of Spark's query progress, for the event log (`_meta/query_progress`):
+    the batch is the table version it committed, the watermark the one it applied."""
+    now = dt.datetime.now(dt.UTC)
+    started = now - dt.timedelta(seconds=result.seconds)
+    milliseconds = int(result.seconds * 1000)
+    return {
+        "id": app_id(entry),
+        "name": entry.id,
+        "batchId": version,
+        "timestamp": started.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "numInputRows": result.rows_in,
+        "processedRowsPerSecond": result.rows_in / result.seconds if result.seconds else 0.0,
+        "durationMs": {"triggerExecution": milliseconds},
+        "eventTime": {
+            "watermark": dt.datetime.fromtimestamp(watermark_ms / 1000, dt.UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z")
+        },
+        "stateOperators": [],
+    }
 
 
 def _date_column(table_id: str) -> str:
