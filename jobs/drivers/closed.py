@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Observation
@@ -123,7 +124,8 @@ def write_closed_windows(
         if applied is not None:
             # Only the dates a window still open at the applied watermark can hold.
             rows = rows.where(F.col(_date_column(source)) >= _first_date(entry, applied))
-        observed = Observation(f"{entry.name}_input_{watermark}")
+        # A name of its own: Spark matches an observation's metrics by name, in the session.
+        observed = Observation(f"{entry.name}_input_{uuid.uuid4().hex}")
         rows = rows.observe(observed, F.count(F.lit(1)).alias("rows"))
         windows = transform(rows).transform(close(entry.closing, watermark))
         if applied is not None:
