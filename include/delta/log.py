@@ -75,6 +75,19 @@ def partitions_added(
     return {value for name, value in zip(names, values, strict=True) if name in added}
 
 
+def rows_from(path: Root, column: str, first: Any | None = None) -> int:
+    """Rows of the table (from its log's file statistics) in partitions `column >= first`
+    (every partition when `first` is None)."""
+    import pyarrow as pa
+
+    actions = pa.table(open_table(path).get_add_actions(flatten=True))
+    records = actions.column("num_records").to_pylist()
+    if first is None:
+        return sum(n or 0 for n in records)
+    values = actions.column(f"partition.{column}").to_pylist()
+    return sum(n or 0 for n, v in zip(records, values, strict=True) if v is not None and v >= first)
+
+
 def committed_batch(path: Root, app_id: str) -> int | None:
     """The newest micro-batch (Delta app transaction version) `app_id` committed to the table."""
     return open_table(path).transaction_version(app_id)

@@ -32,10 +32,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import uuid
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from include.delta import (
@@ -46,7 +44,7 @@ from include.delta import (
     merge_upsert,
     read_table,
 )
-from include.delta.log import committed_batch
+from include.delta.log import committed_batch, rows_from
 from include.delta.writes import rows_committed
 from include.settings import Settings
 from include.storage.checkpoints import (
@@ -120,13 +118,12 @@ def write_closed_windows(
     (source,) = entry.inputs
     with timed(result):
         ensure_table(spark, path, table_schema(entry), list(entry.partition_by))
-        rows = read_table(spark, settings.table(*source.split("/")))
-        if applied is not None:
+        input_path = settings.table(*source.split("/"))
+        rows = read_table(spark, input_path)
+        first = None if applied is None else _first_date(entry, applied)
+        if first is not None:
             # Only the dates a window still open at the applied watermark can hold.
-            rows = rows.where(F.col(_date_column(source)) >= _first_date(entry, applied))
-        # A name of its own: Spark matches an observation's metrics by name, in the session.
-        observed = Observation(f"{entry.name}_input_{uuid.uuid4().hex}")
-        rows = rows.observe(observed, F.count(F.lit(1)).alias("rows"))
+            rows = rows.where(F.col(_date_column(source)) >= first)
         windows = transform(rows).transform(close(entry.closing, watermark))
         if applied is not None:
             windows = windows.where(~closed_before(entry.closing, applied))
@@ -135,7 +132,7 @@ def write_closed_windows(
             merge_upsert(windows, path, keys, app_id(entry), watermark, update=False)
         else:
             append(windows, path, list(entry.partition_by), app_id(entry), watermark)
-        result.rows_in = int(observed.get.get("rows", 0))
+        result.rows_in = rows_from(input_path, _date_column(source), first)
         result.rows_out = {entry.name: rows_committed(spark, path)}
         result.batches = 1
     result.progress = [_progress(entry, result, watermark, latest_version(path))]
