@@ -58,15 +58,21 @@ def files_added(path: Root, since: int, version: int | None = None) -> set[str]:
     return names(version) - names(since)
 
 
+def _add_actions(path: Root, version: int | None = None) -> Any:
+    """The data files of a version (default: latest) with their statistics and partition
+    values, one row each (`partition.<column>`, `num_records`), as a pyarrow table."""
+    import pyarrow as pa
+
+    return pa.table(open_table(path, version=version).get_add_actions(flatten=True))
+
+
 def partitions_added(
     path: Root, column: str, since: int, version: int | None = None
 ) -> set[Any] | None:
     """Values of partition column `column` of the data files `version` (default: latest)
     holds and version `since` did not (None in the set: a file of null values), from the
     log; None when the table is not partitioned by `column`."""
-    import pyarrow as pa
-
-    actions = pa.table(open_table(path, version=version).get_add_actions(flatten=True))
+    actions = _add_actions(path, version)
     if f"partition.{column}" not in actions.column_names:
         return None
     added = files_added(path, since, version)
@@ -78,9 +84,7 @@ def partitions_added(
 def rows_from(path: Root, column: str, first: Any | None = None) -> int:
     """Rows of the table (from its log's file statistics) in partitions `column >= first`
     (every partition when `first` is None)."""
-    import pyarrow as pa
-
-    actions = pa.table(open_table(path).get_add_actions(flatten=True))
+    actions = _add_actions(path)
     records = actions.column("num_records").to_pylist()
     if first is None:
         return sum(n or 0 for n in records)

@@ -82,15 +82,9 @@ class S3Connection:
 
     def storage_options(self) -> dict[str, str]:
         """The same connection for `deltalake` (delta-rs's object store), which reads s3://."""
-        options = {"AWS_REGION": self.region}
+        options = self.environment()
         if self.endpoint_url:
-            options["AWS_ENDPOINT_URL"] = self.endpoint_url
             options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false"
-            if self.endpoint_url.startswith("http://"):
-                options["AWS_ALLOW_HTTP"] = "true"
-        if self.access_key_id and self.secret_access_key:
-            options["AWS_ACCESS_KEY_ID"] = self.access_key_id
-            options["AWS_SECRET_ACCESS_KEY"] = self.secret_access_key
         return options
 
 
