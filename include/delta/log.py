@@ -66,6 +66,23 @@ def _add_actions(path: Root, version: int | None = None) -> Any:
     return pa.table(open_table(path, version=version).get_add_actions(flatten=True))
 
 
+def data_files(
+    path: Root, version: int | None = None, column: str | None = None
+) -> dict[str, tuple[Any, int | None]]:
+    """Each data file of a version (default: latest), by name: its value of partition
+    column `column` (None without one) and its rows, from the log's statistics (None:
+    the writer recorded none)."""
+    actions = _add_actions(path, version)
+    names = [uri.rsplit("/", 1)[-1] for uri in actions.column("path").to_pylist()]
+
+    def values(name: str) -> list[Any]:
+        found = name in actions.column_names
+        return actions.column(name).to_pylist() if found else [None] * len(names)
+
+    files = zip(names, values(f"partition.{column}"), values("num_records"), strict=True)
+    return {name: (value, rows) for name, value, rows in files}
+
+
 def partitions_added(
     path: Root, column: str, since: int, version: int | None = None
 ) -> set[Any] | None:

@@ -41,7 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from include.delta import append_rows, is_delta_table, latest_version, read_added_since, read_table
-from include.delta.log import partitions_added
+from include.delta.log import data_files, files_added, partitions_added
 from include.settings import Settings
 from include.storage.objects import Root
 from jobs.catalog import LAYERS, SOURCES, TABLES_BY_ID, bronze_tables, sql_parameters, tables_in
@@ -269,7 +269,7 @@ def check_table(
         check = TableCheck(suite.table, None, None)
         try:
             check.facts = [row.asDict() for row in frame.collect()]
-            check.outcomes = gate.validate(suite, "table", frame, parameters)
+            check.outcomes = gate.validate(suite, "table", frame, parameters, rows=len(check.facts))
         finally:
             frame.unpersist()
         check.seconds = time.perf_counter() - started
@@ -285,32 +285,52 @@ def check_table(
     whole = read_table(spark, path, version)
     # Row rules check every column of the new rows: cached. Whole-table rules
     # read a column or two each: left to Parquet's column pruning.
+    # Each scope's row count, for the outcomes, from the log's statistics.
+    column = date_column(suite.table)
+    files = data_files(path, version, column)
+    whole_rows = _rows(rows for _, rows in files.values())
     if since == version:
         # Unchanged since it passed: row rules have no new rows, and whole-table
         # rules would give the same answer, except those that depend on the time.
         register_views(spark, settings, suite)
-        check.outcomes = gate.validate(suite, "table", whole, parameters, time_dependent_only=True)
+        check.outcomes = gate.validate(
+            suite, "table", whole, parameters, time_dependent_only=True, rows=whole_rows
+        )
         check.seconds = time.perf_counter() - started
         return check
     new_rows = (whole if since is None else read_added_since(spark, path, since, version)).cache()
     try:
-        touched, dates = whole, None
-        column = date_column(suite.table)
+        touched, dates, new_count, touched_count = whole, None, whole_rows, whole_rows
+        if since is not None:
+            added = files_added(path, since, version)
+            new_count = _rows(rows for name, (_, rows) in files.items() if name in added)
         if since is not None and column is not None:
             # The tables are partitioned by their date column: the log names the dates.
             found = partitions_added(path, column, since, version)
             if found is None:  # a table of an old version, not partitioned
                 found = {day for (day,) in new_rows.select(column).distinct().collect()}
+                touched_count = None
             dates = sorted(day for day in found if day is not None)  # null: a row rule fails
             touched = whole.where(F.col(column).isin(dates))
+            if touched_count is not None:
+                touched_count = _rows(rows for day, rows in files.values() if day in dates)
         register_views(spark, settings, suite, dates)
-        check.outcomes = gate.validate(suite, "new_rows", new_rows, parameters)
-        check.outcomes += gate.validate(suite, "partitions", touched, parameters)
-        check.outcomes += gate.validate(suite, "table", whole, parameters)
+        check.outcomes = gate.validate(suite, "new_rows", new_rows, parameters, rows=new_count)
+        check.outcomes += gate.validate(
+            suite, "partitions", touched, parameters, rows=touched_count
+        )
+        check.outcomes += gate.validate(suite, "table", whole, parameters, rows=whole_rows)
     finally:
         new_rows.unpersist()
     check.seconds = time.perf_counter() - started
     return check
+
+
+def _rows(counts: Iterable[int | None]) -> int | None:
+    """The sum of files' row counts; None if a file has none recorded."""
+    found = list(counts)
+    known = [rows for rows in found if rows is not None]
+    return sum(known) if len(known) == len(found) else None
 
 
 def tables_written_by(query: str) -> tuple[str, ...]:
