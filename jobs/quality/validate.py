@@ -218,9 +218,12 @@ def reconciliation_frame(spark: SparkSession, settings: Settings) -> DataFrame:
         lines_read = {row[0]: int(row[1]) for row in sums}
 
     def count(layer: str, source: str) -> int:
-        """Rows in the table (Delta answers from its file statistics)."""
+        """Rows in the table: from the log's file statistics (Spark counts if a file has none)."""
         path = settings.table(layer, source)
-        return read_table(spark, path).count() if is_delta_table(path) else 0
+        if not is_delta_table(path):
+            return 0
+        known = _rows(rows for _, rows in data_files(path).values())
+        return read_table(spark, path).count() if known is None else known
 
     rows = []
     for source in SOURCES:
