@@ -109,6 +109,12 @@ def rows_from(path: Root, column: str, first: Any | None = None) -> int:
     return sum(n or 0 for n, v in zip(records, values, strict=True) if v is not None and v >= first)
 
 
+def latest_commit(path: Root) -> dict[str, Any]:
+    """The commit info of the table's latest version (operation, metrics, user metadata)."""
+    (commit,) = open_table(path).history(limit=1)
+    return dict(commit)
+
+
 def committed_batch(path: Root, app_id: str) -> int | None:
     """The newest micro-batch (Delta app transaction version) `app_id` committed to the table."""
     return open_table(path).transaction_version(app_id)

@@ -110,7 +110,7 @@ class StreamSink:
             )
         else:
             append(rows, self.table_path, self.partition_by, self.app_id, batch_id)
-        self.rows_written += rows_committed(self.spark, self.table_path)
+        self.rows_written += rows_committed(self.table_path)
         self.batches_committed += 1
 
     def _skip(self, batch: DataFrame, batch_id: int) -> None:

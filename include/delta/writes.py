@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from include.delta.log import BACKFILL, STREAM_KEY, columns, is_delta_table
+from include.delta.log import BACKFILL, STREAM_KEY, columns, is_delta_table, latest_commit
 from include.errors import LakehouseError
 from include.faults import crash_point
 from include.storage.objects import Root
@@ -229,7 +229,7 @@ def _replace(
             raise
         raise explained from error
     crash_point("write.after_commit")
-    return rows_committed(df.sparkSession, path)
+    return rows_committed(path)
 
 
 def replace_range(df: DataFrame, path: Root, column: str, start: dt.date, end: dt.date) -> int:
@@ -276,11 +276,10 @@ def replace_table(df: DataFrame, path: Root, overwrite_schema: bool = False) -> 
     return rows
 
 
-def rows_committed(spark: SparkSession, path: Root) -> int:
-    """Rows the table's latest commit inserted or updated (Delta's operation metrics)."""
-    from delta.tables import DeltaTable
-
-    metrics = DeltaTable.forPath(spark, str(path)).history(1).collect()[0]["operationMetrics"] or {}
+def rows_committed(path: Root) -> int:
+    """Rows the table's latest commit inserted or updated (Delta's operation metrics,
+    read from the log: a Spark job per commit cost more than the commit of a small batch)."""
+    metrics = latest_commit(path).get("operationMetrics") or {}
     if "numOutputRows" in metrics:
         return int(metrics["numOutputRows"])
     return int(metrics.get("numTargetRowsInserted", 0)) + int(

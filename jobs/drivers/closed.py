@@ -133,7 +133,7 @@ def write_closed_windows(
         else:
             append(windows, path, list(entry.partition_by), app_id(entry), watermark)
         result.rows_in = rows_from(input_path, _date_column(source), first)
-        result.rows_out = {entry.name: rows_committed(spark, path)}
+        result.rows_out = {entry.name: rows_committed(path)}
         result.batches = 1
     result.progress = [_progress(entry, result, watermark, latest_version(path))]
     sidecar.pop(REBUILT_BY_BACKFILL, None)
