@@ -71,7 +71,8 @@ def data_files(
 ) -> dict[str, tuple[Any, int | None]]:
     """Each data file of a version (default: latest), by name: its value of partition
     column `column` (None without one) and its rows, from the log's statistics (None:
-    the writer recorded none)."""
+    the writer recorded none). The lakehouse's tables have no deletion vectors
+    (docs/contract.md), so a file's recorded rows are all live."""
     actions = _add_actions(path, version)
     names = [uri.rsplit("/", 1)[-1] for uri in actions.column("path").to_pylist()]
 

@@ -286,8 +286,6 @@ def check_table(
         since = None  # a rebuilt table: check all of it
     check = TableCheck(suite.table, version, since)
     whole = read_table(spark, path, version)
-    # Row rules check every column of the new rows: cached. Whole-table rules
-    # read a column or two each: left to Parquet's column pruning.
     # Each scope's row count, for the outcomes, from the log's statistics.
     column = date_column(suite.table)
     files = data_files(path, version, column)
@@ -301,6 +299,8 @@ def check_table(
         )
         check.seconds = time.perf_counter() - started
         return check
+    # Row rules check every column of the new rows: cached. Whole-table rules
+    # read a column or two each: left to Parquet's column pruning.
     new_rows = (whole if since is None else read_added_since(spark, path, since, version)).cache()
     try:
         touched, dates, new_count, touched_count = whole, None, whole_rows, whole_rows
