@@ -18,6 +18,7 @@ from include.storage.checkpoints import (
 )
 from include.storage.objects import Root, location
 from jobs.catalog import TABLES, Table
+from jobs.reports.monitoring import operator_state, rocksdb_counts_rows
 from jobs.reports.progress import StageResult, timed
 
 if TYPE_CHECKING:
@@ -58,9 +59,9 @@ def run_available_now(
     versions = latest_versions(sources)
     with timed(result):
         try:
+            stream = build()
             query = (
-                build()
-                .writeStream.queryName(name.replace("/", "_"))
+                stream.writeStream.queryName(name.replace("/", "_"))
                 .option("checkpointLocation", str(checkpoint))
                 .outputMode(output_mode)
                 .trigger(availableNow=True)
@@ -79,16 +80,10 @@ def run_available_now(
     result.batches = sum(1 for p in progress if p.numInputRows > 0)
     operators = [op for p in progress for op in p.stateOperators]
     result.dropped_late = sum(op.numRowsDroppedByWatermark for op in operators)
-    if progress and progress[-1].stateOperators:
-        last = progress[-1].stateOperators
-        result.state_rows = sum(op.numRowsTotal for op in last)
+    if result.progress and result.progress[-1].get("stateOperators"):
+        counts = rocksdb_counts_rows(stream.sparkSession)
         result.state_operators = [
-            {
-                "operator": op.operatorName,
-                "rows": op.numRowsTotal,
-                "memory_bytes": op.memoryUsedBytes,
-            }
-            for op in last
+            operator_state(op, counts) for op in result.progress[-1]["stateOperators"]
         ]
     if after_run is not None:
         # Before the checkpoint's sidecar moves on: a crash in between runs it again.

@@ -3,8 +3,9 @@
 - `record_progress`: every micro-batch of every query of a run, appended to the
   Delta table `lakehouse/_meta/query_progress` in one commit at the run's end
   (a run that fails records what it did): input rows, rows dropped as later
-  than the watermark, state rows and memory of the stateful operators,
-  duration, watermark, and the full progress JSON. Query it like any table.
+  than the watermark, state rows (null from RocksDB, which does not count
+  them: include/spark.py) and memory of the stateful operators, duration,
+  watermark, and the full progress JSON. Query it like any table.
 - `describe_state`: open state per stateful operator, read from the
   checkpoints with Spark's state data source.
 """
@@ -21,6 +22,7 @@ from pyspark.sql import types as T
 
 from include.delta import append_rows
 from include.settings import Settings
+from include.spark import TRACK_ROCKSDB_ROWS
 from include.storage.objects import Root
 
 if TYPE_CHECKING:
@@ -55,8 +57,38 @@ def _time(text: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def progress_row(run_id: str, query: str, progress: dict[str, Any]) -> dict[str, Any]:
+def rocksdb_counts_rows(spark: SparkSession) -> bool:
+    """Whether RocksDB state stores count their rows (include/spark.py turns it off)."""
+    return str(spark.conf.get(TRACK_ROCKSDB_ROWS, "true")).lower() == "true"
+
+
+def operator_state(operator: dict[str, Any], rocksdb_counts: bool) -> dict[str, Any]:
+    """One stateful operator's progress: its name, rows held (None when its store
+    does not count them), state size on disk and memory used, in bytes."""
+    metrics = operator.get("customMetrics", {})
+    rocksdb = "rocksdbSstFileSize" in metrics
+    counted = rocksdb_counts or not rocksdb
+    return {
+        "operator": operator.get("operatorName"),
+        "rows": operator.get("numRowsTotal", 0) if counted else None,
+        "state_bytes": metrics.get(
+            "rocksdbSstFileSize" if rocksdb else "stateOnCurrentVersionSizeBytes"
+        ),
+        "memory_bytes": operator.get("memoryUsedBytes"),
+    }
+
+
+def total(figures: Iterable[dict[str, Any]], key: str) -> int | None:
+    """The sum of a figure over operators, None if any of them lacks it."""
+    values = [figure[key] for figure in figures]
+    return None if any(value is None for value in values) else sum(values)
+
+
+def progress_row(
+    run_id: str, query: str, progress: dict[str, Any], rocksdb_counts: bool
+) -> dict[str, Any]:
     operators = progress.get("stateOperators", [])
+    state = [operator_state(op, rocksdb_counts) for op in operators]
     return {
         "run_id": run_id,
         "query": query,
@@ -67,7 +99,7 @@ def progress_row(run_id: str, query: str, progress: dict[str, Any]) -> dict[str,
         "processed_rows_per_second": float(progress.get("processedRowsPerSecond") or 0.0),
         "duration_ms": progress.get("durationMs", {}).get("triggerExecution", 0),
         "watermark": _time(progress.get("eventTime", {}).get("watermark")),
-        "state_rows": sum(op.get("numRowsTotal", 0) for op in operators),
+        "state_rows": total(state, "rows"),
         "state_memory_bytes": sum(op.get("memoryUsedBytes", 0) for op in operators),
         "rows_dropped_by_watermark": sum(
             op.get("numRowsDroppedByWatermark", 0) for op in operators
@@ -83,7 +115,8 @@ def record_progress(
     stages: Iterable[tuple[str, list[dict[str, Any]]]],
 ) -> None:
     """Every micro-batch of the run's queries, (query, progress) per stage, in one commit."""
-    rows = [progress_row(run_id, query, p) for query, progress in stages for p in progress]
+    counts = rocksdb_counts_rows(spark)
+    rows = [progress_row(run_id, query, p, counts) for query, progress in stages for p in progress]
     if rows:
         append_rows(spark, event_log_path(settings), rows, PROGRESS_SCHEMA)
 

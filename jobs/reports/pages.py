@@ -75,6 +75,8 @@ def summary_data(settings: Settings, outcome: RunOutcome) -> dict[str, Any]:
                 "seconds": round(s.seconds, 2),
                 "dropped_late": s.dropped_late,
                 "state_rows": s.state_rows,
+                "state_bytes": s.state_bytes,
+                "state": s.state_text,
                 "state_operators": s.state_operators,
                 "notices": s.notices,
             }

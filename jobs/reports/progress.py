@@ -18,11 +18,11 @@ class StageResult:
     rows_out: dict[str, int] = field(default_factory=dict)
     batches: int = 0
     seconds: float = 0.0
-    # Stateful queries: input rows dropped as later than the watermark and
-    # state rows held after the run.
+    # Stateful queries: input rows dropped as later than the watermark.
     dropped_late: int = 0
-    state_rows: int | None = None
-    # Per stateful operator after the run: name, rows held, memory used (bytes).
+    # Per stateful operator after the run (`jobs.reports.monitoring.operator_state`):
+    # name, rows held (None when the store does not count them), state size on
+    # disk and memory used (bytes).
     state_operators: list[dict[str, Any]] = field(default_factory=list)
     # Not started: its sources had nothing it had not read (include.storage.checkpoints.caught_up).
     caught_up: bool = False
@@ -35,6 +35,17 @@ class StageResult:
     # Spark's progress of each micro-batch (JSON), for the event log.
     progress: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
+    @property
+    def state_rows(self) -> int | None:
+        """Rows the query's state holds; None if stateless or not counted (RocksDB)."""
+        rows = [op["rows"] for op in self.state_operators]
+        return None if not rows or None in rows else sum(rows)
+
+    @property
+    def state_bytes(self) -> int | None:
+        sizes = [op["state_bytes"] for op in self.state_operators]
+        return None if not sizes or None in sizes else sum(sizes)
+
     def summary(self) -> str:
         if self.caught_up:
             return f"{self.stage:<30} {CAUGHT_UP}"
@@ -44,9 +55,32 @@ class StageResult:
             f"{self.stage:<30} in {self.rows_in:>10,}  out {out}  "
             f"({self.batches} batch{'es' if self.batches != 1 else ''}, {self.seconds:.1f} s{rate})"
         )
-        if self.state_rows is not None:
-            line += f"  late {self.dropped_late:,}, state {self.state_rows:,} rows"
+        if self.state_operators:
+            line += f"  late {self.dropped_late:,}, state {self.state_text}"
         return line
+
+    @property
+    def state_text(self) -> str | None:
+        """`1,234 rows`, or the state's size on disk when its rows are not counted."""
+        if not self.state_operators:
+            return None
+        if self.state_rows is not None:
+            return f"{self.state_rows:,} rows"
+        return f"{size_text(self.state_bytes)} on disk"
+
+
+def size_text(size: int | None) -> str:
+    """`812 bytes`, `12.3 KiB`, `4.5 MiB`, `1.2 GiB`."""
+    if size is None:
+        return "size unknown"
+    if size < 1024:
+        return f"{size:,} bytes"
+    scaled = float(size)
+    for unit in ("KiB", "MiB", "GiB"):
+        scaled /= 1024
+        if scaled < 1024 or unit == "GiB":
+            break
+    return f"{scaled:,.1f} {unit}"
 
 
 @contextmanager

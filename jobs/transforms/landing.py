@@ -4,8 +4,8 @@ Input: one row per line, `value` (the line's bytes as Spark read them),
 `_source_file` and `_ingested_at` (when the driver planned the micro-batch),
 and any other bookkeeping columns (a Kafka message's topic, partition and
 offset). Output: the source's typed fields, `_reject_reason` (null for an
-accepted line), `raw` / `raw_base64` for the quarantine, and the input's
-columns other than `value` unchanged.
+accepted line), `raw` / `raw_base64` for the quarantine (null for an accepted
+line), and the input's columns other than `value` unchanged.
 
 Every line yields exactly one output row, so lines read = accepted + rejected.
 Checks, in order: UTF-8, size, empty, JSON syntax, JSON object; then every
@@ -208,6 +208,7 @@ def parse_landing_lines(
         reason = F.coalesce(line_reason, _problems(checks))
 
         raw = F.when(~is_utf8, F.expr("make_valid_utf8(value)")).otherwise(value)
+        rejected = reason.isNotNull()
         return with_doc.select(
             *[text[n].alias(n) for n in source.string_fields],
             # Typed only when accepted: a rejected line's "timestamp" may be any string.
@@ -215,12 +216,17 @@ def parse_landing_lines(
             # Optional: null when missing, null or blank.
             *[F.when(is_string[n], text[n]).alias(n) for n in source.optional_fields],
             reason.alias("_reject_reason"),
-            F.when(size > max_line_bytes, F.substring(raw, 1, RAW_PREVIEW_CHARS))
-            .otherwise(raw)
-            .alias("raw"),
-            F.when(~is_utf8 & (size <= max_line_bytes), F.base64(value.cast("binary"))).alias(
-                "raw_base64"
-            ),
+            # The line itself for the quarantine only: bronze keeps the parsed fields,
+            # and an accepted line's text would double what a micro-batch holds.
+            F.when(
+                rejected,
+                F.when(size > max_line_bytes, F.substring(raw, 1, RAW_PREVIEW_CHARS)).otherwise(
+                    raw
+                ),
+            ).alias("raw"),
+            F.when(
+                rejected & ~is_utf8 & (size <= max_line_bytes), F.base64(value.cast("binary"))
+            ).alias("raw_base64"),
             *bookkeeping,
         )
 
