@@ -25,7 +25,9 @@ checked (`from_json` would silently turn the number 5 into the string "5").
 from __future__ import annotations
 
 import datetime as dt
+import operator
 from collections.abc import Callable
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -205,7 +207,13 @@ def parse_landing_lines(
                     ),
                 )
             )
-        reason = F.coalesce(line_reason, _problems(checks))
+        # The reason is built only for a line with a problem: the messages (format
+        # strings, lists of fields) cost more than all the tests together.
+        line_ok = F.col("_doc").isNotNull() & doc_type.startswith("OBJECT")
+        no_problem = ~reduce(operator.or_, [F.coalesce(cond, F.lit(False)) for cond, _ in checks])
+        reason = F.when(line_ok & no_problem, F.lit(None).cast("string")).otherwise(
+            F.coalesce(line_reason, _problems(checks))
+        )
 
         raw = F.when(~is_utf8, F.expr("make_valid_utf8(value)")).otherwise(value)
         rejected = reason.isNotNull()
