@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.reports.monitoring import total
+
 CAUGHT_UP = "caught up: no new input, not started"
 
 
@@ -38,13 +40,11 @@ class StageResult:
     @property
     def state_rows(self) -> int | None:
         """Rows the query's state holds; None if stateless or not counted (RocksDB)."""
-        rows = [op["rows"] for op in self.state_operators]
-        return None if not rows or None in rows else sum(rows)
+        return total(self.state_operators, "rows") if self.state_operators else None
 
     @property
     def state_bytes(self) -> int | None:
-        sizes = [op["state_bytes"] for op in self.state_operators]
-        return None if not sizes or None in sizes else sum(sizes)
+        return total(self.state_operators, "state_bytes") if self.state_operators else None
 
     def summary(self) -> str:
         if self.caught_up:
