@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 EPILOG = """\
 data root: --data-root, else $LAKEHOUSE_DATA_ROOT, else ./data
 environment: LAKEHOUSE_SPARK_MASTER (default local[*]), LAKEHOUSE_SHUFFLE_PARTITIONS,
-             LAKEHOUSE_MAX_FILES_PER_TRIGGER (default 100),
+             LAKEHOUSE_MAX_FILES_PER_TRIGGER (default 1000),
              LAKEHOUSE_MAX_LINE_BYTES (default 1 MiB),
              LAKEHOUSE_LOCK_TIMEOUT (seconds a writer waits for another one, default 900),
              LAKEHOUSE_STATE_STORE (rocksdb or hdfs, for new stateful queries; default rocksdb)

@@ -241,9 +241,31 @@ def test_tables_use_no_feature_other_readers_lack(spark, tmp_path):
         protocol = DeltaTable(str(path)).protocol()
         assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2)
         assert not protocol.reader_features and not protocol.writer_features
-        assert DeltaTable(str(path)).metadata().configuration == {
-            "delta.isolationLevel": "Serializable"
-        }
+    assert DeltaTable(str(table)).metadata().configuration == {
+        "delta.isolationLevel": "Serializable",
+        "delta.dataSkippingStatsColumns": "ts",
+    }
+    assert DeltaTable(str(status)).metadata().configuration == {
+        "delta.isolationLevel": "Serializable",
+        "delta.dataSkippingNumIndexedCols": "0",
+    }
+
+
+def test_files_record_row_counts_and_the_range_of_times_only(spark, tmp_path):
+    table = tmp_path / "t"
+    table_with_days(spark, table)
+    files = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True)).to_pylist()
+    assert sum(f["num_records"] for f in files) == 9
+    assert all(f["min.ts"] is not None and f["max.ts"] is not None for f in files)
+    assert not any(key.startswith(("min.id", "min.n", "max.id", "max.n")) for key in files[0])
+
+    # A table made before statistics were chosen keeps its own; it is not altered.
+    older = tmp_path / "older"
+    spark.createDataFrame(rows(0, 2), SCHEMA).write.format("delta").save(str(older))
+    ensure_table(spark, older, SCHEMA)
+    append(spark.createDataFrame(rows(2, 2), SCHEMA), older)
+    assert "delta.dataSkippingStatsColumns" not in DeltaTable(str(older)).metadata().configuration
+    assert delta_count(older) == 4
 
 
 def test_other_engines_read_the_same_rows(spark, tmp_path):

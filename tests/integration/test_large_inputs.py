@@ -1,6 +1,6 @@
 """Many small files and one large file through bronze, within memory bounds.
 
-Admission control (`LAKEHOUSE_MAX_FILES_PER_TRIGGER`, default 100) splits
+Admission control (`LAKEHOUSE_MAX_FILES_PER_TRIGGER`, default 1000) splits
 thousands of small files into micro-batches; one large file is split by Spark
 into partitions of `spark.sql.files.maxPartitionBytes` and streamed through,
 so memory does not grow with the input. Each test runs a real `lakehouse run
@@ -78,7 +78,7 @@ def assert_every_line_accounted_for(root: Path, lines: int) -> tuple[int, int]:
 
 
 @pytest.mark.full
-def test_thousands_of_small_files_are_admitted_a_hundred_per_micro_batch(
+def test_thousands_of_small_files_are_admitted_a_thousand_per_micro_batch(
     tmp_path, request, figures
 ):
     files = request.config.getoption("--ingest-files")
@@ -92,7 +92,7 @@ def test_thousands_of_small_files_are_admitted_a_hundred_per_micro_batch(
 
     seconds, peak = run_bronze(root, tmp_path / "run.log")
     accepted, batches = assert_every_line_accounted_for(root, files * per_file)
-    assert batches == math.ceil(files / 100), "admission control: 100 files per micro-batch"
+    assert batches == math.ceil(files / 1000), "admission control: 1000 files per micro-batch"
     files_in_bronze = {
         Path(p).name
         for p in delta_table(settings_for(root).table("bronze", "impressions"))["_source_file"]

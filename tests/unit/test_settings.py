@@ -21,7 +21,7 @@ def test_defaults(monkeypatch, tmp_path):
     settings = Settings.load()
     assert settings.data_root == tmp_path / "data"
     assert settings.spark_master == "local[*]"
-    assert settings.max_files_per_trigger == 100
+    assert settings.max_files_per_trigger == 1000
     assert settings.table("bronze", "clicks") == tmp_path / "data/lakehouse/bronze/clicks"
     assert settings.checkpoint("bronze", "clicks") == tmp_path / "data/checkpoints/bronze/clicks"
 
