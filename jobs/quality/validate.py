@@ -63,6 +63,11 @@ LAYER_CHECKS: dict[str, tuple[str, ...]] = {
 TABLE_REFERENCE = re.compile(r"\b(bronze|quarantine|silver|gold)_([a-z0-9_]+)\b")
 # Freshness expectations compare the newest ingestion time with this.
 FRESHNESS = dt.timedelta(hours=24)
+# New rows are cached for their checks up to this many. In local mode's 1 GiB
+# driver heap a million rows of the widest table fit in Spark's storage
+# memory; the 10M first run's 5M-row tables did not, and caching them cost
+# more than reading Parquet once per rule (docs/benchmarks.md).
+CACHE_MAX_ROWS = 1_000_000
 
 RESULTS_SCHEMA = T.StructType(
     [
@@ -299,14 +304,18 @@ def check_table(
         )
         check.seconds = time.perf_counter() - started
         return check
-    # Row rules check every column of the new rows: cached. Whole-table rules
-    # read a column or two each: left to Parquet's column pruning.
-    new_rows = (whole if since is None else read_added_since(spark, path, since, version)).cache()
+    new_rows = whole if since is None else read_added_since(spark, path, since, version)
+    touched, dates, new_count, touched_count = whole, None, whole_rows, whole_rows
+    if since is not None:
+        added = files_added(path, since, version)
+        new_count = _rows(rows for name, (_, rows) in files.items() if name in added)
+    # Row rules read the new rows several times (a few column rules, each SQL
+    # rule): cached when they fit in Spark's storage memory, else read from
+    # Parquet by each rule, a column set at a time (docs/data-quality.md#cost).
+    cached = new_count is not None and new_count <= CACHE_MAX_ROWS
+    if cached:
+        new_rows = new_rows.cache()
     try:
-        touched, dates, new_count, touched_count = whole, None, whole_rows, whole_rows
-        if since is not None:
-            added = files_added(path, since, version)
-            new_count = _rows(rows for name, (_, rows) in files.items() if name in added)
         if since is not None and column is not None:
             # The tables are partitioned by their date column: the log names the dates.
             found = partitions_added(path, column, since, version)
@@ -324,7 +333,8 @@ def check_table(
         )
         check.outcomes += gate.validate(suite, "table", whole, parameters, rows=whole_rows)
     finally:
-        new_rows.unpersist()
+        if cached:
+            new_rows.unpersist()
     check.seconds = time.perf_counter() - started
     return check
 
