@@ -169,8 +169,8 @@ class Table:
     `rules` are the rules its rows depend on: a stream records their values
     and refuses to run on others. `closed_by` names the streaming query whose
     watermark closes the table's windows: such a table is not a stream of its
-    own but written in batch, from that query's table, as the watermark
-    closes its windows (`jobs.drivers.closed`).
+    own but written in batch, from that query's table (or from a table that
+    query closes too), as the watermark closes its windows (`jobs.drivers.closed`).
     """
 
     layer: str
@@ -308,7 +308,7 @@ TABLES: tuple[Table, ...] = (
             ("clicks", LONG),
             ("ctr", DOUBLE),
         ),
-        inputs=(_ATTRIBUTION,),
+        inputs=("gold/ad_performance_hourly",),
         transform="jobs.transforms.gold:campaign_daily",
         keys=("campaign_id", "day"),
         closing=Closing("windows", "attribution_window", start="day", length="campaign_window"),
@@ -404,14 +404,16 @@ def _check() -> None:
             raise ValueError(f"{entry.id}: date column {entry.date_column} is not a column")
         for name in entry.rules:
             RULES.value(name)
+        one_input = TABLES_BY_ID.get(entry.inputs[0]) if len(entry.inputs) == 1 else None
         if entry.closed_by is not None and (
             entry.closing.kind != "windows"
-            or entry.inputs != (entry.closed_by,)
-            or TABLES_BY_ID[entry.closed_by].date_column is None
+            or one_input is None
+            or entry.closed_by not in (one_input.id, one_input.closed_by)
+            or one_input.date_column is None
         ):
             raise ValueError(
-                f"{entry.id}: a table closed by {entry.closed_by} has windows, that query's "
-                "table as its one input, and that table has a date column"
+                f"{entry.id}: a table closed by {entry.closed_by} has windows and one input "
+                "with a date column: that query's table, or a table it closes too"
             )
     order = [t.id for t in TABLES]
     for position, entry in enumerate(TABLES):

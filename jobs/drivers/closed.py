@@ -1,15 +1,18 @@
 """Tables of closed windows over silver: written in batch as silver's watermark closes them.
 
-`gold/ad_performance_hourly` and `gold/campaign_daily` are aggregations of
-`silver/ad_attribution` (contract 4.4, 4.5). A window of them is final once
-every attribution row of its impressions is in silver: when its end is at or
+`gold/ad_performance_hourly` aggregates `silver/ad_attribution`, and
+`gold/campaign_daily` sums its hours per day (contract 4.4, 4.5). A window of
+them is final once every attribution row of its impressions is in silver:
+when its end is at or
 before the attribution query's watermark less the attribution window (the
 join writes an unmatched impression only then, and drops clicks older than
 the watermark). So each run reads the watermark of the attribution query's
 last completed micro-batch from its checkpoint, and writes, in one Delta
 commit, exactly the windows closed between the watermark it applied last and
-this one, computed in batch from `silver/ad_attribution` (the dates those
-windows can hold only: a run's cost follows its increment).
+this one, computed in batch from its input table (the dates those windows
+can hold only: a run's cost follows its increment). The daily table reads the
+hourly one, which the same run has just brought up to the same watermark:
+every hour of a closed day is a closed hour.
 
 Why not a stateful query chained after silver: its watermark would follow
 the impression times it reads from silver, not the watermark that closed
@@ -89,9 +92,17 @@ def applied_watermark(settings: Settings, entry: Table) -> int | None:
 
 
 def windows_to_close(settings: Settings, entry: Table) -> tuple[int | None, int] | None:
-    """(applied watermark, new watermark) when the table has windows to write; else None."""
+    """(applied watermark, new watermark) when the table has windows to write; else None.
+
+    A table computed from another closed table (`campaign_daily` from
+    `ad_performance_hourly`) goes no further than the watermark that one applied.
+    """
     assert entry.closed_by is not None
     watermark = completed_watermark(settings, entry.closed_by)
+    (source,) = entry.inputs
+    if watermark is not None and source != entry.closed_by:
+        held = applied_watermark(settings, table(source))
+        watermark = None if held is None else min(watermark, held)
     applied = applied_watermark(settings, entry)
     if watermark is None or (applied is not None and watermark <= applied):
         return None

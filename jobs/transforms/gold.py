@@ -1,8 +1,8 @@
 """Gold: event-time window aggregates.
 
-`ad_performance_hourly` and `campaign_daily` aggregate `silver/ad_attribution`
-in batch: first one row per impression and hour (did any click match?),
-then per ad, campaign and hour, and per campaign and day. Streaming runs
+`ad_performance_hourly` aggregates `silver/ad_attribution` in batch: first one
+row per impression and hour (did any click match?), then per ad, campaign and
+hour; `campaign_daily` sums its rows per campaign and day. Streaming runs
 them over the windows the attribution query's watermark has closed
 (`jobs.drivers.closed`), a backfill over its own attribution rows, each
 closing windows by the same rule: `window_end <= watermark - attribution_window`.
@@ -66,17 +66,12 @@ def ad_performance_hourly() -> Callable[[DataFrame], DataFrame]:
 
 
 def campaign_daily() -> Callable[[DataFrame], DataFrame]:
-    """Per campaign and UTC day: the day's hourly rows of the campaign summed."""
+    """Per campaign and UTC day: the day's `ad_performance_hourly` rows of the campaign summed."""
 
-    def transform(attribution: DataFrame) -> DataFrame:
-        per_day = (
-            _per_ad_and_hour(attribution)
-            .groupBy(
-                F.window("window.start", _interval("campaign_window")).alias("day"),
-                "campaign_id",
-            )
-            .agg(F.sum("impressions").alias("impressions"), F.sum("clicks").alias("clicks"))
-        )
+    def transform(hourly: DataFrame) -> DataFrame:
+        per_day = hourly.groupBy(
+            F.window("window_start", _interval("campaign_window")).alias("day"), "campaign_id"
+        ).agg(F.sum("impressions").alias("impressions"), F.sum("clicks").alias("clicks"))
         return per_day.select(
             "campaign_id",
             F.to_date("day.start").alias("day"),

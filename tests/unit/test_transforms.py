@@ -142,7 +142,7 @@ def test_campaign_daily_sums_the_hours_of_each_utc_day_across_ads(spark):
         ("i4", "ad1", "c2", at(0)),
     )
     clicked = clicks(spark, ("k1", "i2", midnight + dt.timedelta(minutes=5)))
-    daily = campaign_daily()(attribute_clicks()(shown, clicked))
+    daily = campaign_daily()(ad_performance_hourly()(attribute_clicks()(shown, clicked)))
     assertDataFrameEqual(
         daily,
         [
