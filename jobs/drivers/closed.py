@@ -3,10 +3,9 @@
 `gold/ad_performance_hourly` aggregates `silver/ad_attribution`, and
 `gold/campaign_daily` sums its hours per day (contract 4.4, 4.5). A window of
 them is final once every attribution row of its impressions is in silver:
-when its end is at or
-before the attribution query's watermark less the attribution window (the
-join writes an unmatched impression only then, and drops clicks older than
-the watermark). So each run reads the watermark of the attribution query's
+when its end is at or before the attribution query's watermark less the
+attribution window (the join writes an unmatched impression only then, and
+drops clicks older than the watermark). So each run reads the watermark of the attribution query's
 last completed micro-batch from its checkpoint, and writes, in one Delta
 commit, exactly the windows closed between the watermark it applied last and
 this one, computed in batch from its input table (the dates those windows

@@ -206,3 +206,26 @@ def test_a_stream_records_its_rules_and_names_what_changed(tmp_path, monkeypatch
     wider = dataclasses.replace(table, columns=(*table.columns, ("users", "long")))
     (change,) = [c for c in fingerprint_changes(settings, wider) if c.startswith("columns")]
     assert change.endswith("event_date date, users long")
+
+
+def test_the_daily_table_closes_no_day_the_hourly_table_has_not_written(tmp_path, monkeypatch):
+    """campaign_daily sums ad_performance_hourly's rows: it waits for the hours it sums."""
+    from jobs.drivers import closed
+
+    hour = 3_600_000
+    settings = Settings.load(data_root=tmp_path)
+    daily = catalog.table("gold/campaign_daily")
+    assert daily.closed_by == "silver/ad_attribution"
+    applied: dict[str, int | None] = {"gold/ad_performance_hourly": 30 * hour}
+    applied[daily.id] = None
+    monkeypatch.setattr(closed, "completed_watermark", lambda _settings, query: 50 * hour)
+    monkeypatch.setattr(closed, "applied_watermark", lambda _settings, entry: applied[entry.id])
+
+    assert closed.windows_to_close(settings, daily) == (None, 30 * hour)
+    applied[daily.id] = 30 * hour
+    assert closed.windows_to_close(settings, daily) is None  # caught up with the hours
+    applied["gold/ad_performance_hourly"] = 50 * hour
+    assert closed.windows_to_close(settings, daily) == (30 * hour, 50 * hour)
+    applied["gold/ad_performance_hourly"] = None
+    applied[daily.id] = None
+    assert closed.windows_to_close(settings, daily) is None  # no hour written yet
