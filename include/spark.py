@@ -136,6 +136,10 @@ def session_conf(
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(
             settings.shuffle_partitions
         ),
+        # Cached DataFrames (bronze's parsed micro-batch, a table's new rows under
+        # check) are read back once or twice and dropped: choosing a compression
+        # per column (a dictionary of every value first) cost more than it saved.
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         # Keep every micro-batch's progress of a run for the stage summary.
         "spark.sql.streaming.numRecentProgressUpdates": "10000",
         "spark.ui.showConsoleProgress": "false",

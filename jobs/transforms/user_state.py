@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
+from itertools import starmap
 from typing import Any
 
 import pandas as pd
@@ -35,7 +36,12 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from jobs.catalog import EVENT_DATE, EVENT_TIME, micros
 from jobs.transforms.silver import delay
-from jobs.transforms.state.sessions import Action, Session, advance_sessions, next_timeout
+from jobs.transforms.state.sessions import (
+    Action,
+    Session,
+    advance_sessions,
+    close_sessions,
+)
 from jobs.transforms.state.user_status import Status, advance_status, inactive_at
 
 SESSION_ROWS = T.StructType(
@@ -90,6 +96,21 @@ def _actions_by_user(frames: Iterable[pd.DataFrame]) -> dict[str, list[Action]]:
     return by_user
 
 
+def _latest_action_by_user(frames: Iterable[pd.DataFrame]) -> dict[str, list[Action]]:
+    """Each user's latest action only, all that `advance_status` reads of new actions.
+
+    The latest is the greatest (event time, event id, action), as `max` of
+    Actions picks it; found in pandas, without an Action for every row.
+    """
+    rows = [frame for frame in frames if len(frame)]
+    if not rows:
+        return {}
+    frame = pd.concat(rows, ignore_index=True)
+    newest_time = frame.groupby("user_id", sort=False)["event_us"].transform("max")
+    newest = frame[frame["event_us"] == newest_time].sort_values(["event_id", "action"])
+    return _actions_by_user([newest.drop_duplicates("user_id", keep="last")])
+
+
 def _watermark_us(state: GroupState) -> int:
     return state.getCurrentWatermarkMs() * 1000
 
@@ -107,9 +128,13 @@ def _due(users: dict[str, list], watermark_us: int) -> list[str]:
 # watermark) -> (what to keep, the time the watermark must pass to call them
 # again or None to forget them, output rows).
 UserStep = Callable[[str, Any, list[Action], int], tuple[Any, int | None, list[Any]]]
+# A micro-batch's new actions of a bucket, by user.
+NewActions = Callable[[Iterable[pd.DataFrame]], dict[str, list[Action]]]
 
 
-def _advance_bucket(state: GroupState, frames: Iterator[pd.DataFrame], step: UserStep) -> list[Any]:
+def _advance_bucket(
+    state: GroupState, frames: Iterator[pd.DataFrame], step: UserStep, new_actions: NewActions
+) -> list[Any]:
     """Run `step` for the bucket's users with new actions or whose time has passed.
 
     The bucket's state maps each user to [kept, time]; its timeout is the
@@ -117,7 +142,7 @@ def _advance_bucket(state: GroupState, frames: Iterator[pd.DataFrame], step: Use
     """
     users: dict[str, list] = json.loads(state.get[0]) if state.exists else {}
     watermark = _watermark_us(state)
-    new = _actions_by_user(frames)
+    new = new_actions(frames)
     rows: list[Any] = []
     for user in {*new, *_due(users, watermark)}:
         kept = users.pop(user, [None, None])[0]
@@ -134,14 +159,16 @@ def _advance_bucket(state: GroupState, frames: Iterator[pd.DataFrame], step: Use
 
 
 def _with_state(
-    step: UserStep, to_frame: Callable[[list[Any]], pd.DataFrame]
+    step: UserStep,
+    to_frame: Callable[[list[Any]], pd.DataFrame],
+    new_actions: NewActions = _actions_by_user,
 ) -> Callable[[tuple, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
     """The function Spark calls per bucket and micro-batch: `step` for its users, as a frame."""
 
     def with_state(
         key: tuple, frames: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
-        yield to_frame(_advance_bucket(state, frames, step))
+        yield to_frame(_advance_bucket(state, frames, step, new_actions))
 
     return with_state
 
@@ -182,9 +209,9 @@ def _sessions_frame(sessions: list[Session]) -> pd.DataFrame:
 def _session_step(
     gap_us: int, user: str, kept: list | None, new: list[Action], watermark_us: int
 ) -> tuple[list[Action], int | None, list[Session]]:
-    buffered = [Action(*a) for a in kept or []]
-    closed, still_open = advance_sessions(user, buffered, new, watermark_us, gap_us)
-    return still_open, next_timeout(still_open, gap_us), closed
+    buffered = list(starmap(Action, kept or []))
+    closed, still_open, timeout = advance_sessions(user, buffered, new, watermark_us, gap_us)
+    return still_open, timeout, closed
 
 
 def _batch_us(watermark_ms: int | None) -> int | None:
@@ -209,7 +236,7 @@ def sessionize_user_actions(
         closed = [
             session
             for user, actions in _actions_by_user([frame]).items()
-            for session in advance_sessions(user, [], actions, batch_watermark_us, gap_us)[0]
+            for session in close_sessions(user, actions, batch_watermark_us, gap_us)[0]
         ]
         return _sessions_frame(closed)
 
@@ -277,12 +304,14 @@ def track_user_status(
     """Each user's current status (gold/user_status); streaming emits changes only."""
     timeout_us = micros("inactivity_timeout")
     batch_watermark_us = _batch_us(watermark_ms)
-    with_state = _with_state(partial(_status_step, timeout_us), _status_frame)
+    with_state = _with_state(
+        partial(_status_step, timeout_us), _status_frame, _latest_action_by_user
+    )
 
     def latest_status(key: tuple, frame: pd.DataFrame) -> pd.DataFrame:
         statuses = [
             (user, advance_status(None, actions, batch_watermark_us, timeout_us))
-            for user, actions in _actions_by_user([frame]).items()
+            for user, actions in _latest_action_by_user([frame]).items()
         ]
         return _status_frame([(user, s) for user, s in statuses if s is not None])
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from jobs.transforms.state.sessions import (
     Action,
     advance_sessions,
-    next_timeout,
     session_id,
     split_sessions,
 )
@@ -39,21 +38,21 @@ def test_out_of_order_arrival_gives_the_same_sessions():
 
 
 def test_nothing_closes_before_the_watermark_passes():
-    closed, still_open = advance_sessions(
+    closed, still_open, _ = advance_sessions(
         "u", [], [act(0), act(5)], watermark_us=T0 + 35 * MIN, gap_us=GAP
     )
     assert closed == [] and len(still_open) == 2
     # last action + 30 min = minute 35: the watermark must pass it, not reach it
-    closed, _ = advance_sessions("u", still_open, [], watermark_us=T0 + 35 * MIN + 1, gap_us=GAP)
+    closed, _, _ = advance_sessions("u", still_open, [], watermark_us=T0 + 35 * MIN + 1, gap_us=GAP)
     assert [(s.action_count, s.end_reason) for s in closed] == [(2, "timeout")]
 
 
 def test_logout_session_closes_once_the_watermark_passes_the_logout():
-    closed, still_open = advance_sessions(
+    closed, still_open, _ = advance_sessions(
         "u", [], [act(0, "login"), act(3, "logout")], watermark_us=T0 + 3 * MIN, gap_us=GAP
     )
     assert closed == []
-    closed, still_open = advance_sessions(
+    closed, still_open, _ = advance_sessions(
         "u", still_open, [], watermark_us=T0 + 3 * MIN + 1, gap_us=GAP
     )
     (session,) = closed
@@ -64,11 +63,11 @@ def test_logout_session_closes_once_the_watermark_passes_the_logout():
 
 
 def test_a_late_filling_action_merges_two_open_sessions():
-    _, still_open = advance_sessions(
+    _, still_open, _ = advance_sessions(
         "u", [], [act(0), act(40)], watermark_us=T0 + 10 * MIN, gap_us=GAP
     )
     assert len(split_sessions(still_open, GAP)) == 2
-    closed, still_open = advance_sessions(
+    closed, still_open, _ = advance_sessions(
         "u", still_open, [act(20)], watermark_us=T0 + 15 * MIN, gap_us=GAP
     )
     assert closed == [] and len(split_sessions(still_open, GAP)) == 1
@@ -76,14 +75,17 @@ def test_a_late_filling_action_merges_two_open_sessions():
 
 def test_sessions_close_in_order_and_the_rest_stays_open():
     actions = [act(0), act(10, "logout"), act(100), act(110)]
-    closed, still_open = advance_sessions("u", [], actions, watermark_us=T0 + 120 * MIN, gap_us=GAP)
+    closed, still_open, timeout = advance_sessions(
+        "u", [], actions, watermark_us=T0 + 120 * MIN, gap_us=GAP
+    )
     assert [(s.action_count, s.end_reason) for s in closed] == [(2, "logout")]
     assert still_open == [act(100), act(110)]
-    assert next_timeout(still_open, GAP) == T0 + 140 * MIN
+    assert timeout == T0 + 140 * MIN  # the open session's last action + the gap
+    assert advance_sessions("u", [], [], watermark_us=T0, gap_us=GAP) == ([], [], None)
 
 
 def test_batch_call_without_watermark_closes_nothing():
-    closed, still_open = advance_sessions(
+    closed, still_open, _ = advance_sessions(
         "u", [], [act(0, "logout")], watermark_us=None, gap_us=GAP
     )
     assert closed == [] and still_open == [act(0, "logout")]

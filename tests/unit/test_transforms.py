@@ -258,3 +258,18 @@ def test_status_is_the_latest_action_and_turns_inactive_after_the_timeout(spark)
             ("u3", "active", "view", at(50)),
         ],
     )
+
+
+def test_a_tie_in_event_time_goes_to_the_greater_event_id(spark):
+    rows = actions(
+        spark,
+        ("e1", "u1", "view", at(5)),
+        ("e2", "u1", "logout", at(5)),
+        ("e9", "u1", "login", at(1)),  # the greatest id, but older
+        ("e4", "u2", "view", at(5)),
+        ("e3", "u2", "logout", at(5)),
+    )
+    status = track_user_status(watermark_ms=epoch_ms(at(6)))(rows)
+    assertDataFrameEqual(
+        status, [("u1", "offline", "logout", at(5)), ("u2", "active", "view", at(5))]
+    )

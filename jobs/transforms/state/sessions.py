@@ -64,22 +64,17 @@ def close_time(session: list[Action], gap_us: int) -> int:
     return last.event_time if last.action == "logout" else last.event_time + gap_us
 
 
-def advance_sessions(
-    user_id: str,
-    buffered: list[Action],
-    new: list[Action],
-    watermark_us: int | None,
-    gap_us: int,
-) -> tuple[list[Session], list[Action]]:
-    """Add new actions to a user's open actions; return (sessions now final, actions still open).
+def close_sessions(
+    user_id: str, actions: list[Action], watermark_us: int | None, gap_us: int
+) -> tuple[list[Session], list[list[Action]]]:
+    """A user's open actions split into (sessions now final, sessions still open).
 
     With a watermark, actions older than it are late: streaming has already
     dropped them (Spark filters late rows before the state function).
     """
-    sessions = split_sessions([*buffered, *new], gap_us)
     closed: list[Session] = []
-    still_open: list[Action] = []
-    for session in sessions:
+    still_open: list[list[Action]] = []
+    for session in split_sessions(actions, gap_us):
         if watermark_us is not None and close_time(session, gap_us) < watermark_us:
             ended_by_logout = session[-1].action == "logout"
             closed.append(
@@ -93,12 +88,22 @@ def advance_sessions(
                 )
             )
         else:
-            still_open.extend(session)
+            still_open.append(session)
     return closed, still_open
 
 
-def next_timeout(still_open: list[Action], gap_us: int) -> int | None:
-    """The close time of the earliest open session (microseconds), if any."""
-    if not still_open:
-        return None
-    return min(close_time(s, gap_us) for s in split_sessions(still_open, gap_us))
+def advance_sessions(
+    user_id: str,
+    buffered: list[Action],
+    new: list[Action],
+    watermark_us: int | None,
+    gap_us: int,
+) -> tuple[list[Session], list[Action], int | None]:
+    """Add new actions to a user's open actions.
+
+    Returns the sessions now final, the actions still open, and the close
+    time of the earliest open session (microseconds; None when none is open).
+    """
+    closed, still_open = close_sessions(user_id, [*buffered, *new], watermark_us, gap_us)
+    open_actions = [action for session in still_open for action in session]
+    return closed, open_actions, min((close_time(s, gap_us) for s in still_open), default=None)
