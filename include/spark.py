@@ -78,8 +78,15 @@ def delta_conf() -> dict[str, str]:
 
 
 def driver_java_options() -> str:
-    """The driver JVM's options: UTC and our log4j configuration (quiet console)."""
-    return f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J}"
+    """The driver JVM's options: UTC, our log4j configuration (quiet console), and
+    the parallel garbage collector.
+
+    In local mode every task runs in the driver JVM, and a run is a batch job:
+    throughput counts, not pause times. G1 (Java's default) spent about 20 s in
+    pauses of the 10M first run, plus its concurrent marking on the same two
+    cores; the parallel collector 12.6 s, and the run took 304 s instead of 329.
+    """
+    return f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J} -XX:+UseParallelGC"
 
 
 def submit_conf() -> dict[str, str]:
