@@ -69,6 +69,15 @@ def _topic_prefix(prefix: str) -> str:
 STATE_STORES = ("rocksdb", "hdfs")
 
 
+def _driver_memory(size: str) -> str:
+    """A JVM heap size as Spark takes it: a number and a unit, e.g. 2g or 1536m."""
+    if not re.fullmatch(r"[1-9][0-9]*[kmgt]", size.strip().lower()):
+        raise ValueError(
+            f"LAKEHOUSE_DRIVER_MEMORY must be a size such as 2g or 1536m, got {size!r}"
+        )
+    return size.strip().lower()
+
+
 def _state_store(name: str) -> str:
     if name not in STATE_STORES:
         raise ValueError(
@@ -114,6 +123,10 @@ class Settings:
     # State store of new stateful queries: "rocksdb" (default) or "hdfs" (Spark's
     # default, in the JVM heap). A checkpoint keeps the store it was created with.
     state_store: str = "rocksdb"
+    # The driver JVM's heap (`spark.driver.memory`). In local mode every task
+    # runs in it: Spark's default, 1g, kept a 10M-event first run collecting
+    # garbage (docs/benchmarks.md).
+    driver_memory: str = "2g"
     # Shared secret of a Spark standalone cluster that requires authentication
     # (`spark.authenticate`): LAKEHOUSE_SPARK_AUTH_SECRET. None: no authentication.
     spark_auth_secret: str | None = field(default=None, repr=False)
@@ -151,6 +164,7 @@ class Settings:
             lock_timeout_seconds=_env_int("LAKEHOUSE_LOCK_TIMEOUT", 900, minimum=0),
             future_tolerance=dt.timedelta(hours=_env_int("LAKEHOUSE_FUTURE_TOLERANCE_HOURS", 24)),
             state_store=_state_store(os.environ.get("LAKEHOUSE_STATE_STORE") or "rocksdb"),
+            driver_memory=_driver_memory(os.environ.get("LAKEHOUSE_DRIVER_MEMORY") or "2g"),
             spark_auth_secret=os.environ.get("LAKEHOUSE_SPARK_AUTH_SECRET") or None,
             kafka_bootstrap_servers=(
                 kafka_bootstrap_servers

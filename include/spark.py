@@ -89,13 +89,21 @@ def driver_java_options() -> str:
     return f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J} -XX:+UseParallelGC"
 
 
-def submit_conf() -> dict[str, str]:
+def driver_conf(settings: Settings) -> dict[str, str]:
+    """The driver JVM's heap and options."""
+    return {
+        "spark.driver.memory": settings.driver_memory,
+        "spark.driver.extraJavaOptions": driver_java_options(),
+    }
+
+
+def submit_conf(settings: Settings) -> dict[str, str]:
     """What spark-submit must set itself: the driver JVM starts before our Python.
 
     Under spark-submit, `spark.driver.*` options given to the session builder
     come too late; Airflow's SparkSubmitOperator passes these as --conf.
     """
-    return {"spark.driver.extraJavaOptions": driver_java_options(), **delta_conf()}
+    return {**driver_conf(settings), **delta_conf()}
 
 
 def session_conf(
@@ -108,7 +116,7 @@ def session_conf(
         "spark.sql.adaptive.enabled": str(not streaming).lower(),
         # Event times are UTC by contract; never let the machine's zone leak in.
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": driver_java_options(),
+        **driver_conf(settings),
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
         "spark.jars": ",".join(str(jar) for jar in spark_jars(settings.object_store is not None)),
         **delta_conf(),

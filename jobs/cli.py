@@ -30,7 +30,8 @@ environment: LAKEHOUSE_SPARK_MASTER (default local[*]), LAKEHOUSE_SHUFFLE_PARTIT
              LAKEHOUSE_MAX_FILES_PER_TRIGGER (default 1000),
              LAKEHOUSE_MAX_LINE_BYTES (default 1 MiB),
              LAKEHOUSE_LOCK_TIMEOUT (seconds a writer waits for another one, default 900),
-             LAKEHOUSE_STATE_STORE (rocksdb or hdfs, for new stateful queries; default rocksdb)
+             LAKEHOUSE_STATE_STORE (rocksdb or hdfs, for new stateful queries; default rocksdb),
+             LAKEHOUSE_DRIVER_MEMORY (the driver JVM's heap, where local mode runs; default 2g)
 kafka:       LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS (unset: no Kafka), LAKEHOUSE_KAFKA_TOPIC_PREFIX,
              LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER (default 1000000),
              LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS (default true)

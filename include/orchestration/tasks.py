@@ -98,7 +98,7 @@ def lakehouse_submit(task_id: str, arguments: Any, **kwargs: Any) -> LakehouseSu
         application_args=arguments,
         conn_id=SPARK_CONN_ID,
         name=f"lakehouse-{task_id}",
-        conf=submit_conf(),
+        conf=submit_conf(config),
         object_store=config.object_store is not None,
         env_vars={
             "LAKEHOUSE_DATA_ROOT": str(config.data_root),

@@ -123,6 +123,7 @@ def test_spark_tasks_submit_the_cli_entry_point_through_the_spark_connection(bag
         assert task._conn_id == SPARK_CONN_ID
         assert task.env_vars["LAKEHOUSE_DATA_ROOT"] == str(bag.data_root)
         assert "log4j2.properties" in task.conf["spark.driver.extraJavaOptions"]
+        assert task.conf["spark.driver.memory"] == "2g"
         if isinstance(task.application_args, list):
             build_parser().parse_args(task.application_args)  # a command the CLI accepts
 

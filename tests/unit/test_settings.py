@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from include.settings import Settings
-from include.spark import session_conf
+from include.spark import session_conf, submit_conf
 
 
 def test_defaults(monkeypatch, tmp_path):
@@ -55,6 +55,20 @@ def test_the_state_store_is_chosen_by_the_environment(monkeypatch, store, provid
 def test_an_unknown_state_store_is_refused(monkeypatch):
     monkeypatch.setenv("LAKEHOUSE_STATE_STORE", "memory")
     with pytest.raises(ValueError, match="LAKEHOUSE_STATE_STORE must be one of rocksdb, hdfs"):
+        Settings.load(data_root=Path("/tmp/x"))
+
+
+def test_the_driver_heap_is_2g_unless_the_environment_says_otherwise(monkeypatch):
+    monkeypatch.delenv("LAKEHOUSE_DRIVER_MEMORY", raising=False)
+    assert session_conf(Settings.load(data_root=Path("/tmp/x")))["spark.driver.memory"] == "2g"
+    monkeypatch.setenv("LAKEHOUSE_DRIVER_MEMORY", "1536M")
+    assert submit_conf(Settings.load(data_root=Path("/tmp/x")))["spark.driver.memory"] == "1536m"
+
+
+@pytest.mark.parametrize("value", ["2", "2gb", "0g", "-1g", "lots"])
+def test_a_driver_heap_spark_cannot_read_is_refused(monkeypatch, value):
+    monkeypatch.setenv("LAKEHOUSE_DRIVER_MEMORY", value)
+    with pytest.raises(ValueError, match="LAKEHOUSE_DRIVER_MEMORY must be a size such as 2g"):
         Settings.load(data_root=Path("/tmp/x"))
 
 
