@@ -36,12 +36,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from jobs.catalog import EVENT_DATE, EVENT_TIME, micros
 from jobs.transforms.silver import delay
-from jobs.transforms.state.sessions import (
-    Action,
-    Session,
-    advance_sessions,
-    close_sessions,
-)
+from jobs.transforms.state.sessions import Action, Session, advance_sessions, close_sessions
 from jobs.transforms.state.user_status import Status, advance_status, inactive_at
 
 SESSION_ROWS = T.StructType(
