@@ -5,13 +5,14 @@
 them is final once every attribution row of its impressions is in silver:
 when its end is at or before the attribution query's watermark less the
 attribution window (the join writes an unmatched impression only then, and
-drops clicks older than the watermark). So each run reads the watermark of the attribution query's
-last completed micro-batch from its checkpoint, and writes, in one Delta
-commit, exactly the windows closed between the watermark it applied last and
-this one, computed in batch from its input table (the dates those windows
-can hold only: a run's cost follows its increment). The daily table reads the
-hourly one, which the same run has just brought up to the same watermark:
-every hour of a closed day is a closed hour.
+drops clicks older than the watermark). So each run reads the watermark of
+the attribution query's last completed micro-batch from its checkpoint, and
+writes, in one Delta commit, exactly the windows closed between the
+watermark it applied last and this one, computed in batch from its input
+table (the dates those windows can hold only: a run's cost follows its
+increment). The daily table reads the hourly one and goes no further than
+the watermark the hourly table applied: every hour of a closed day is then
+written.
 
 Why not a stateful query chained after silver: its watermark would follow
 the impression times it reads from silver, not the watermark that closed

@@ -63,10 +63,11 @@ LAYER_CHECKS: dict[str, tuple[str, ...]] = {
 TABLE_REFERENCE = re.compile(r"\b(bronze|quarantine|silver|gold)_([a-z0-9_]+)\b")
 # Freshness expectations compare the newest ingestion time with this.
 FRESHNESS = dt.timedelta(hours=24)
-# New rows are cached for their checks up to this many. In local mode's 1 GiB
-# driver heap a million rows of the widest table fit in Spark's storage
-# memory; the 10M first run's 5M-row tables did not, and caching them cost
-# more than reading Parquet once per rule (docs/benchmarks.md).
+# New rows are cached for their checks up to this many. Measured in local
+# mode with a 1 GiB driver heap (2 GiB since): a million rows of the widest
+# table fit in Spark's storage memory; the 10M first run's 5M-row tables did
+# not, and caching them cost more than reading Parquet once per rule
+# (docs/benchmarks.md).
 CACHE_MAX_ROWS = 1_000_000
 
 RESULTS_SCHEMA = T.StructType(
