@@ -84,6 +84,18 @@ def data_files(
     return {name: (value, rows) for name, value, rows in files}
 
 
+def added_file_actions(path: Root, since: int, version: int | None = None) -> Any:
+    """The add actions (as `_add_actions`: `path`, `partition.<column>`, `num_records`,
+    `min.<column>`, `null_count.<column>`) of the data files `version` (default:
+    latest) holds and version `since` did not."""
+    import pyarrow as pa
+
+    actions = _add_actions(path, version)
+    before = {uri.rsplit("/", 1)[-1] for uri in open_table(path, version=since).file_uris()}
+    names = (p.rsplit("/", 1)[-1] for p in actions.column("path").to_pylist())
+    return actions.filter(pa.array([name not in before for name in names]))
+
+
 def partitions_added(
     path: Root, column: str, since: int, version: int | None = None
 ) -> set[Any] | None:

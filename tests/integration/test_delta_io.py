@@ -26,7 +26,7 @@ from include.delta import (
     read_table,
     replace_range,
 )
-from include.delta.log import committed_batch, streams_that_wrote, unread_commits
+from include.delta.log import committed_batch, files_added, streams_that_wrote, unread_commits
 from include.storage.checkpoints import CheckpointError, guard, latest_versions, record_read
 from tests.helpers import delta_count, delta_rows, delta_table, read_with_pyarrow_only
 
@@ -225,6 +225,29 @@ def test_read_added_since_and_time_travel(spark, tmp_path):
     assert read_added_since(spark, table, DeltaTable(str(table)).version()).count() == 0
     assert read_table(spark, table, first).count() == 3
 
+
+
+def test_read_added_since_skips_files_that_cannot_hold_added_rows(spark, tmp_path):
+    """Rows added to an old day, with a late, a null time and a null day, are all
+    read; Delta reads only the added files' days, and of their other files only
+    those whose times reach the earliest added one."""
+    table = tmp_path / "t"
+    table_with_days(spark, table, range(1, 5))  # day 2: minutes 20 to 22
+    before = DeltaTable(str(table)).version()
+    append(spark.createDataFrame(rows(0, 3, 2), SCHEMA), table, ["day"])  # day 2: minutes 0 to 2
+    first = DeltaTable(str(table)).version()
+    earlier = {name for name in files_added(table, before, first)}
+    added_rows = [
+        ("late", BASE + dt.timedelta(days=1, minutes=10), DAY[2], 1),
+        ("untimed", None, DAY[2], 2),
+        ("undated", BASE + dt.timedelta(days=1, minutes=15), None, 3),
+    ]
+    append(spark.createDataFrame(added_rows, SCHEMA), table, ["day"])
+    added = read_added_since(spark, table, first)
+    assert Counter(tuple(r) for r in added.collect()) == Counter(added_rows)
+    read = [Path(uri) for uri in added.inputFiles()]
+    assert {uri.parent.name for uri in read} == {"day=2026-11-02", "day=__HIVE_DEFAULT_PARTITION__"}
+    assert not earlier & {uri.name for uri in read}
 
 # -- other engines read what we write --------------------------------------------------
 
