@@ -68,7 +68,8 @@ def _rows_of(actions: Any, columns: list[str]) -> Column:
             nulls = actions.column(f"null_count.{column}").to_pylist()
             rows = actions.column("num_records").to_pylist()
             # A file without a minimum holds only nulls there, or recorded no statistics.
-            if any(v is None and (n is None or n != r) for v, n, r in zip(values, nulls, rows, strict=True)):
+            files = zip(values, nulls, rows, strict=True)
+            if any(v is None and (n is None or n != r) for v, n, r in files):
                 continue
             known = [v for v in values if v is not None]
             at_least = F.col(column) >= F.lit(min(known)) if known else F.lit(False)

@@ -226,7 +226,6 @@ def test_read_added_since_and_time_travel(spark, tmp_path):
     assert read_table(spark, table, first).count() == 3
 
 
-
 def test_read_added_since_skips_files_that_cannot_hold_added_rows(spark, tmp_path):
     """Rows added to an old day, with a late, a null time and a null day, are all
     read; Delta reads only the added files' days, and of their other files only
@@ -248,6 +247,7 @@ def test_read_added_since_skips_files_that_cannot_hold_added_rows(spark, tmp_pat
     read = [Path(uri) for uri in added.inputFiles()]
     assert {uri.parent.name for uri in read} == {"day=2026-11-02", "day=__HIVE_DEFAULT_PARTITION__"}
     assert not earlier & {uri.name for uri in read}
+
 
 # -- other engines read what we write --------------------------------------------------
 
