@@ -93,7 +93,7 @@ def added_file_actions(path: Root, since: int, version: int | None = None) -> An
     actions = _add_actions(path, version)
     before = {uri.rsplit("/", 1)[-1] for uri in open_table(path, version=since).file_uris()}
     names = (p.rsplit("/", 1)[-1] for p in actions.column("path").to_pylist())
-    return actions.filter(pa.array([name not in before for name in names]))
+    return actions.filter(pa.array([name not in before for name in names], pa.bool_()))
 
 
 def partitions_added(

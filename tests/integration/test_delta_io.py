@@ -224,6 +224,9 @@ def test_read_added_since_and_time_travel(spark, tmp_path):
     assert Counter(tuple(r) for r in added.collect()) == Counter(rows(90, 2, 2))
     assert read_added_since(spark, table, DeltaTable(str(table)).version()).count() == 0
     assert read_table(spark, table, first).count() == 3
+    empty = tmp_path / "empty"
+    ensure_table(spark, empty, SCHEMA, ["day"])
+    assert read_added_since(spark, empty, 0).count() == 0
 
 
 def test_read_added_since_skips_files_that_cannot_hold_added_rows(spark, tmp_path):
