@@ -16,7 +16,12 @@ SPARK_MASTER ?= local[*]
 	kafka-up kafka-down kafka-status s3-up s3-down s3-status
 
 setup: $(VENV)/.installed jars/.fetched jars/kafka-broker/.fetched jars/s3/.fetched \
-	jars/s3proxy/.fetched
+	jars/s3proxy/.fetched $(VENV)/lakehouse-classes.jsa
+
+# The driver JVM's class-data-sharing archive (include/class_archive.py): the classes
+# a run over a small sample loads, recorded once; every driver JVM after starts faster.
+$(VENV)/lakehouse-classes.jsa: $(VENV)/.installed jars/.fetched
+	$(BIN)/python -m include.class_archive
 
 # Delta Lake's Spark connector and its dependencies, at the versions jars/pom.xml
 # pins, copied from Maven Central into jars/ (git-ignored) once: runs never download.

@@ -1,0 +1,48 @@
+"""The driver JVM's class-data-sharing archive (include/class_archive.py) is optional:
+named only when it exists, and a JVM that cannot use it starts as without it."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pyspark
+import pytest
+
+import include.spark
+from include.spark import driver_java_options
+
+LAUNCHER = "org.apache.spark.launcher.Main"
+
+
+def test_driver_options_name_the_archive_only_when_it_exists(tmp_path, monkeypatch):
+    archive = tmp_path / "lakehouse-classes.jsa"
+    monkeypatch.setattr(include.spark, "archive_path", lambda: archive)
+    assert "SharedArchiveFile" not in driver_java_options()
+    archive.write_bytes(b"recorded")
+    assert f"-XX:SharedArchiveFile={archive}" in driver_java_options()
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs a JVM")
+def test_a_jvm_starts_quietly_with_an_archive_it_cannot_use(tmp_path, monkeypatch):
+    """An archive recorded with another class path (as after the jars change)."""
+    archive = tmp_path / "lakehouse-classes.jsa"
+    # Spark's launcher loads classes from its jar (and exits 1: no arguments).
+    (launcher,) = (Path(pyspark.__file__).parent / "jars").glob("spark-launcher_*.jar")
+    subprocess.run(
+        ["java", f"-XX:ArchiveClassesAtExit={archive}", "-cp", str(launcher), LAUNCHER],
+        capture_output=True,
+    )
+    assert archive.is_file()
+    monkeypatch.setattr(include.spark, "archive_path", lambda: archive)
+    done = subprocess.run(
+        ["java", *shlex.split(driver_java_options()), "-cp", str(tmp_path), "-version"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""  # the JVM logs to stdout: nothing about the archive
+    assert " version " in done.stderr
+    assert "warning" not in done.stderr.lower() and "error" not in done.stderr.lower()
