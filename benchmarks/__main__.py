@@ -269,9 +269,11 @@ def backfill(root: Path, days: int, rows: int, logs: Path) -> dict[str, Any]:
     return {**figures, "bronze_rows": rows, "rows_per_second": round(rows / figures["seconds"])}
 
 
-def state(base: Path, increments: int, events: int, logs: Path) -> dict[str, Any]:
+def state(
+    base: Path, increments: int, events: int, logs: Path, stores: list[str]
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for store in ("rocksdb", "hdfs"):
+    for store in stores:
         root = base / f"state-{store}"
         shutil.rmtree(root, ignore_errors=True)
         measured = measure(
@@ -421,6 +423,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state-increments", type=int, default=50)
     parser.add_argument("--state-events", type=int, default=20_000, help="events per increment")
     parser.add_argument(
+        "--state-stores",
+        default="rocksdb,hdfs",
+        help="state stores the state figures compare (default rocksdb,hdfs)",
+    )
+    parser.add_argument(
         "--kafka-events", default="1M", help="events for the Kafka ingest figures (default 1M)"
     )
     parser.add_argument(
@@ -445,6 +452,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         for key, value in QUICK.items():
             setattr(args, key, value)
+    stores = str(args.state_stores).split(",")
+    if not set(stores) <= {"rocksdb", "hdfs"}:
+        parser.error(f"--state-stores: rocksdb and/or hdfs, got {args.state_stores}")
     base = Path(args.root).resolve()
     logs = base / "logs"
     sizes = sorted(count(s) for s in str(args.events).split(","))
@@ -476,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = largest["run"]["bronze_rows"] + added
             results["backfill"] = backfill(Path(largest["root"]), largest["days"], rows, logs)
     if "state" not in args.skip:
-        results["state"] = state(base, args.state_increments, args.state_events, logs)
+        results["state"] = state(base, args.state_increments, args.state_events, logs, stores)
     if "kafka" not in args.skip:
         results["kafka_ingest"] = kafka_ingest(base, count(str(args.kafka_events)), logs)
     if "object-store" not in args.skip:
