@@ -6,7 +6,7 @@ task starts a new driver JVM. Java's class-data sharing maps classes that
 one run recorded in an archive instead: `make setup` records one by running
 the pipeline once over a small sample (`-XX:ArchiveClassesAtExit`), and
 `include.spark.driver_java_options` hands it to every driver JVM after that
-(`-XX:SharedArchiveFile`). About 2.3 s less per JVM start on 2 cores
+(`-XX:SharedArchiveFile`). About 2.5 s less per JVM start on 2 cores
 (docs/benchmarks.md).
 
 The archive belongs to the Python environment whose pyspark jars it

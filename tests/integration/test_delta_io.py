@@ -238,7 +238,7 @@ def test_read_added_since_skips_files_that_cannot_hold_added_rows(spark, tmp_pat
     before = DeltaTable(str(table)).version()
     append(spark.createDataFrame(rows(0, 3, 2), SCHEMA), table, ["day"])  # day 2: minutes 0 to 2
     first = DeltaTable(str(table)).version()
-    earlier = {name for name in files_added(table, before, first)}
+    earlier = files_added(table, before, first)
     added_rows = [
         ("late", BASE + dt.timedelta(days=1, minutes=10), DAY[2], 1),
         ("untimed", None, DAY[2], 2),
