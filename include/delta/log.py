@@ -49,13 +49,17 @@ def columns(path: Root) -> list[str]:
     return [field.name for field in open_table(path).schema().fields]
 
 
+def file_name(uri: str) -> str:
+    """A data file's name, which identifies it: Delta names every file uniquely
+    (part-<n>-<uuid>...), whatever folder (partition) it is in."""
+    return uri.rsplit("/", 1)[-1]
+
+
 def files_added(path: Root, since: int, version: int | None = None) -> set[str]:
     """Names of the data files `version` (default: latest) holds and version `since` did not."""
-
-    def names(at: int | None) -> set[str]:
-        return {uri.rsplit("/", 1)[-1] for uri in open_table(path, version=at).file_uris()}
-
-    return names(version) - names(since)
+    return {
+        file_name(p) for p in added_file_actions(path, since, version).column("path").to_pylist()
+    }
 
 
 def _add_actions(path: Root, version: int | None = None) -> Any:
@@ -74,7 +78,7 @@ def data_files(
     the writer recorded none). The lakehouse's tables have no deletion vectors
     (docs/contract.md), so a file's recorded rows are all live."""
     actions = _add_actions(path, version)
-    names = [uri.rsplit("/", 1)[-1] for uri in actions.column("path").to_pylist()]
+    names = [file_name(p) for p in actions.column("path").to_pylist()]
 
     def values(name: str) -> list[Any]:
         found = name in actions.column_names
@@ -91,8 +95,8 @@ def added_file_actions(path: Root, since: int, version: int | None = None) -> An
     import pyarrow as pa
 
     actions = _add_actions(path, version)
-    before = {uri.rsplit("/", 1)[-1] for uri in open_table(path, version=since).file_uris()}
-    names = (p.rsplit("/", 1)[-1] for p in actions.column("path").to_pylist())
+    before = {file_name(uri) for uri in open_table(path, version=since).file_uris()}
+    names = (file_name(p) for p in actions.column("path").to_pylist())
     return actions.filter(pa.array([name not in before for name in names], pa.bool_()))
 
 
@@ -102,13 +106,10 @@ def partitions_added(
     """Values of partition column `column` of the data files `version` (default: latest)
     holds and version `since` did not (None in the set: a file of null values), from the
     log; None when the table is not partitioned by `column`."""
-    actions = _add_actions(path, version)
-    if f"partition.{column}" not in actions.column_names:
+    added = added_file_actions(path, since, version)
+    if f"partition.{column}" not in added.column_names:
         return None
-    added = files_added(path, since, version)
-    names = (uri.rsplit("/", 1)[-1] for uri in actions.column("path").to_pylist())
-    values = actions.column(f"partition.{column}").to_pylist()
-    return {value for name, value in zip(names, values, strict=True) if name in added}
+    return set(added.column(f"partition.{column}").to_pylist())
 
 
 def rows_from(path: Root, column: str, first: Any | None = None) -> int:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from include.delta.log import added_file_actions
+from include.delta.log import added_file_actions, file_name
 from include.storage.objects import Root
 
 if TYPE_CHECKING:
@@ -44,8 +44,7 @@ def read_added_since(
     added = added_file_actions(path, since, version)
     if not added.num_rows:
         return table.limit(0)
-    # Delta names every data file uniquely (part-<n>-<uuid>...): its name identifies it.
-    names = sorted(p.rsplit("/", 1)[-1] for p in added.column("path").to_pylist())
+    names = sorted(file_name(p) for p in added.column("path").to_pylist())
     name = F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1)
     return table.where(_rows_of(added, table.columns) & name.isin(names))
 
