@@ -123,7 +123,7 @@ def run_pipeline(
     run = RunOutcome(run_id, "run", dt.datetime.now(dt.UTC), layers=tuple(layers))
     with reported(settings, run, spark) as outcome:
         refuse_changed_rules(settings, layers)
-        baselines = last_passed_versions(spark, settings)
+        baselines = last_passed_versions(settings)
         for layer in (layer for layer in LAYERS if layer in layers):
             validation = LayerValidation(spark, settings, gate, layer, run_id, baselines)
             outcome.checks.append(validation.result)
@@ -165,7 +165,7 @@ def validate_tables(
     with reported(settings, run) as outcome:
         if "bronze" in layers:
             outcome.quarantine = quarantine_by_reason(spark, settings, {})
-        baselines = {} if whole_table else last_passed_versions(spark, settings)
+        baselines = {} if whole_table else last_passed_versions(settings)
         for layer in layers:
             check = validate_layer(
                 spark, settings, gate, layer, outcome.run_id, baselines, whole_table

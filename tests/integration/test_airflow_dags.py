@@ -375,7 +375,7 @@ def live_files(path: Path) -> set[str]:
 
 @pytest.mark.full
 def test_maintenance_compacts_and_vacuums_without_changing_rows_or_reprocessing(
-    airflow_env, ingested, spark
+    airflow_env, ingested
 ):
     """Last in this module: it changes the ingested root (and runs its streams again)."""
     settings = settings_for(ingested)
@@ -389,7 +389,7 @@ def test_maintenance_compacts_and_vacuums_without_changing_rows_or_reprocessing(
     assert [delta_rows(path) for path in tables] == rows_before
     # Then the whole tables passed validation at their compacted versions, so
     # the next run's checks start after the compaction.
-    passed = last_passed_versions(spark, settings)
+    passed = last_passed_versions(settings)
     for (layer, name), path in zip(TABLE_NAMES, tables, strict=True):
         assert passed[f"{layer}/{name}"] == DeltaTable(str(path)).version(), name
 

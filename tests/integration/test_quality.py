@@ -309,6 +309,27 @@ def test_a_run_checks_keys_on_the_days_its_new_rows_went_to(spark, clean, tmp_pa
     assert next(o.rows_checked for o in check.outcomes if o.scope == "new_rows") == 1
 
 
+def test_a_run_with_nothing_new_for_silver_and_gold_starts_no_spark_job(spark, clean):
+    """Every silver and gold table is unchanged since it passed and none of their
+    rules depends on the time: the run finds that out from the Delta logs alone
+    (the last passing versions read with delta-rs) and checks nothing again."""
+    settings, _ = clean
+    tracker = spark.sparkContext.statusTracker()
+    jobs_before = set(tracker.getJobIdsForGroup(None))
+    outcome = run_pipeline(
+        spark, settings, "run-nothing-new", echo=lambda line: None, layers=["silver", "gold"]
+    )
+    assert outcome.status == "passed"
+    assert outcome.stages and all(stage.caught_up for stage in outcome.stages)
+    checked = {
+        t.table: (t.since_version, t.version, t.outcomes) for c in outcome.checks for t in c.tables
+    }
+    assert set(checked) == set(LAYER_CHECKS["silver"] + LAYER_CHECKS["gold"])
+    for table, (since, version, outcomes) in checked.items():
+        assert since == version and outcomes == [], table
+    assert set(tracker.getJobIdsForGroup(None)) <= jobs_before
+
+
 # -- gating: a blocking failure stops what comes after it --------------------------
 
 
