@@ -221,13 +221,13 @@ def reconciliation_frame(spark: SparkSession, settings: Settings) -> DataFrame:
     """Per source: lines read by bronze (the ledger) against bronze and quarantine rows."""
     lines_read: dict[str, int] = {}
     if is_delta_table(ledger_path(settings)):
-        sums = (
-            read_table(spark, ledger_path(settings))
-            .groupBy("source")
-            .agg(F.sum("lines_read"))
-            .collect()
+        # Bookkeeping, like the last passing versions: read with delta-rs.
+        sums = query(
+            ledger_path(settings),
+            "SELECT source, sum(lines_read) AS lines_read FROM ledger GROUP BY source",
+            name="ledger",
         )
-        lines_read = {row[0]: int(row[1]) for row in sums}
+        lines_read = {row["source"]: int(row["lines_read"]) for row in sums.to_pylist()}
 
     def count(layer: str, source: str) -> int:
         """Rows in the table: from the log's file statistics (Spark counts if a file has none)."""
