@@ -4,10 +4,10 @@ The checkpoint guards (`include.storage.checkpoints`) run before any streaming q
 starts and decide whether to start it at all, so they must answer in
 milliseconds and without a JVM: does the table exist, what is its latest
 version, which micro-batch of a stream does it hold, which streams wrote it,
-what was committed after a given version. Likewise `query`, for the one
-bookkeeping question a run asks before anything else (each table's last
-passing validation, from `_meta/dq_results`): a cold Spark session took 6 s
-to answer it, delta-rs a quarter of a second. Everything that reads or
+what was committed after a given version. Likewise `query`, for the
+bookkeeping a run reads from `_meta` (each table's last passing validation,
+asked before anything else, and the ingest ledger's sums): a cold Spark
+session took 6 s to answer the first, delta-rs a quarter of a second. Everything that reads or
 writes the pipeline's data goes through Spark's Delta connector (the rest of
 `include.delta`).
 """
