@@ -7,9 +7,9 @@ version, which micro-batch of a stream does it hold, which streams wrote it,
 what was committed after a given version. Likewise `query`, for the
 bookkeeping a run reads from `_meta` (each table's last passing validation,
 asked before anything else, and the ingest ledger's sums): a cold Spark
-session took 6 s to answer the first, delta-rs a quarter of a second. Everything that reads or
-writes the pipeline's data goes through Spark's Delta connector (the rest of
-`include.delta`).
+session took 6 s to answer the first, delta-rs a quarter of a second.
+Everything that reads or writes the pipeline's data goes through Spark's
+Delta connector (the rest of `include.delta`).
 """
 
 from __future__ import annotations
