@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
@@ -328,6 +329,42 @@ def test_a_run_with_nothing_new_for_silver_and_gold_starts_no_spark_job(spark, c
     for table, (since, version, outcomes) in checked.items():
         assert since == version and outcomes == [], table
     assert set(tracker.getJobIdsForGroup(None)) <= jobs_before
+
+    # Bronze's freshness rules depend on the time: they run again, and pass.
+    outcome = run_pipeline(spark, settings, "run-nothing-new-bronze", lambda line: None, ["bronze"])
+    assert outcome.status == "passed"
+    for check in outcome.checks[0].tables:
+        if check.table.startswith("bronze/") and check.table != RECONCILIATION:
+            assert check.since_version == check.version, check.table
+            assert [o.description for o in check.outcomes if o.success] == [
+                "freshness: something was ingested in the last 24 hours"
+            ], check.table
+
+
+def test_freshness_warns_about_a_source_silent_for_a_day_changed_or_not(spark, clean, tmp_path):
+    """The rule warns when the table changed and on each later run where it did not
+    (then only the rules that depend on the time run)."""
+    settings = copy_tables(clean[0], tmp_path)
+    path = settings.table("bronze", "clicks")
+    table = delta_table(path)
+    ingested = table.schema.get_field_index("_ingested_at")
+    two_days_earlier = pc.subtract(table.column(ingested), pa.scalar(dt.timedelta(days=2)))
+    write_deltalake(
+        str(path),
+        table.set_column(ingested, table.schema.field(ingested), two_days_earlier),
+        mode="overwrite",
+        partition_by=DeltaTable(str(path)).metadata().partition_columns,
+    )
+    freshness = "freshness: something was ingested in the last 24 hours"
+    checks = []
+    for _ in range(2):
+        outcome = validate_tables(spark, settings, ["bronze"], lambda line: None, False)
+        assert outcome.status == "passed with warnings"
+        (check,) = [t for c in outcome.checks for t in c.tables if t.table == "bronze/clicks"]
+        assert freshness in {o.description for o in check.warnings}
+        checks.append(check)
+    changed, unchanged = checks
+    assert changed.since_version < changed.version == unchanged.since_version == unchanged.version
 
 
 # -- gating: a blocking failure stops what comes after it --------------------------
