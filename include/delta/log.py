@@ -113,16 +113,13 @@ def added_file_actions(path: Root, since: int, version: int | None = None) -> An
     return actions.filter(pa.array([name not in before for name in names], pa.bool_()))
 
 
-def partitions_added(
-    path: Root, column: str, since: int, version: int | None = None
-) -> set[Any] | None:
-    """Values of partition column `column` of the data files `version` (default: latest)
-    holds and version `since` did not (None in the set: a file of null values), from the
-    log; None when the table is not partitioned by `column`."""
-    added = added_file_actions(path, since, version)
-    if f"partition.{column}" not in added.column_names:
+def partition_values(actions: Any, column: str) -> set[Any] | None:
+    """Values of partition column `column` among these add actions (`added_file_actions`;
+    None in the set: a file of null values); None when the table is not partitioned by
+    `column`."""
+    if f"partition.{column}" not in actions.column_names:
         return None
-    return set(added.column(f"partition.{column}").to_pylist())
+    return set(actions.column(f"partition.{column}").to_pylist())
 
 
 def rows_from(path: Root, column: str, first: Any | None = None) -> int:

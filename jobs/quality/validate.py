@@ -41,7 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from include.delta import append_rows, is_delta_table, latest_version, read_added_since, read_table
-from include.delta.log import data_files, files_added, partitions_added, query
+from include.delta.log import added_file_actions, data_files, file_name, partition_values, query
 from include.settings import Settings
 from include.storage.objects import Root
 from jobs.catalog import LAYERS, SOURCES, TABLES_BY_ID, bronze_tables, sql_parameters, tables_in
@@ -318,9 +318,11 @@ def check_table(
         return check
     new_rows = whole if since is None else read_added_since(spark, path, since, version)
     touched, dates, new_count, touched_count = whole, None, whole_rows, whole_rows
-    if since is not None:
-        added = files_added(path, since, version)
-        new_count = _rows(rows for name, (_, rows) in files.items() if name in added)
+    # The files the new rows are in, from the log: their rows and their dates.
+    added = None if since is None else added_file_actions(path, since, version)
+    if added is not None:
+        names = {file_name(p) for p in added.column("path").to_pylist()}
+        new_count = _rows(rows for name, (_, rows) in files.items() if name in names)
     # Row rules read the new rows several times (a few column rules, each SQL
     # rule): cached when they fit in Spark's storage memory, else read from
     # Parquet by each rule, a column set at a time (docs/data-quality.md#cost).
@@ -328,9 +330,9 @@ def check_table(
     if cached:
         new_rows = new_rows.cache()
     try:
-        if since is not None and column is not None:
+        if added is not None and column is not None:
             # The tables are partitioned by their date column: the log names the dates.
-            found = partitions_added(path, column, since, version)
+            found = partition_values(added, column)
             if found is None:  # a table of an old version, not partitioned
                 found = {day for (day,) in new_rows.select(column).distinct().collect()}
                 touched_count = None
