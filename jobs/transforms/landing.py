@@ -25,6 +25,7 @@ checked (`from_json` would silently turn the number 5 into the string "5").
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import operator
 from collections.abc import Callable
 from functools import reduce
@@ -68,6 +69,16 @@ def _json_type(path: str) -> Column:
     return F.expr(f"schema_of_variant(variant_get(_doc, '$.{path}'))")
 
 
+def plain_document_types(source: Source) -> list[str]:
+    """`schema_of_variant` of every object holding the source's required fields, any of
+    its optional ones and no other, each a string (the variant sorts an object's keys)."""
+    return [
+        "OBJECT<" + ", ".join(f"{name}: STRING" for name in sorted((*source.fields, *extra))) + ">"
+        for count in range(len(source.optional_fields) + 1)
+        for extra in itertools.combinations(source.optional_fields, count)
+    ]
+
+
 def _kind(json_type: Column) -> Column:
     """`object`, `array`, `bigint`, ... without the nested detail of schema_of_variant."""
     return F.lower(F.regexp_extract(json_type, "^[A-Z]+", 0))
@@ -109,10 +120,16 @@ def parse_landing_lines(
             "_doc",
             F.when(is_utf8 & (size <= max_line_bytes), F.expr("try_parse_json(value)")),
         )
+        with_doc = with_doc.withColumn("_doc_type", F.expr("schema_of_variant(_doc)"))
+        # A document of the source's fields and nothing else, every one a string, is
+        # the common case: its fields' types are known from its own type at once.
+        expected = F.col("_doc_type").isin(*plain_document_types(source))
         with_doc = with_doc.select(
             "*",
-            F.expr("schema_of_variant(_doc)").alias("_doc_type"),
-            *[_json_type(name).alias(f"_type_{name}") for name in names],
+            *[
+                F.when(expected, F.lit("STRING")).otherwise(_json_type(name)).alias(f"_type_{name}")
+                for name in names
+            ],
             *[
                 F.expr(f"try_variant_get(_doc, '$.{name}', 'string')").alias(f"_text_{name}")
                 for name in names

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import pytest
 from pyspark.sql import functions as F
 
 from jobs.catalog import SOURCES, Source
-from jobs.transforms.landing import parse_landing_lines, reason_class
+from jobs.transforms.landing import parse_landing_lines, plain_document_types, reason_class
 
 IMPRESSIONS, CLICKS, USER_ACTIONS = SOURCES.values()
 
@@ -209,6 +210,18 @@ def test_a_surrogate_pair_is_one_character_and_an_escaped_backslash_no_escape(sp
 def test_extra_fields_are_ignored(spark):
     line = GOOD_ACTION[:-1] + ',"browser":{"name":"x"},"n":1}'
     assert reason(spark, USER_ACTIONS, line.encode()) is None
+
+
+def test_a_plain_line_takes_the_short_way_to_its_field_types(spark):
+    """A line of the source's fields only, all strings, has one of the document types
+    the parser knows its fields' types from without looking at each field."""
+    clicks = dataclasses.replace(SOURCES["clicks"], optional_fields=("referrer",))
+    plain = '{"click_id":"c","impression_id":"i","ad_id":"a","user_id":"u","event_time":"t"'
+    lines = [plain + "}", plain + ',"referrer":"r"}']
+    types = spark.createDataFrame([(line,) for line in lines], "value string").select(
+        F.expr("schema_of_variant(parse_json(value))").alias("type")
+    )
+    assert {row.type for row in types.collect()} == set(plain_document_types(clicks))
 
 
 def test_oversized_line_is_rejected_and_raw_truncated(spark):
