@@ -1,7 +1,8 @@
 """Delta Lake I/O, through Spark's own Delta connector (delta-spark).
 
-- `read_table`, `read_added_since`: a table version, or the rows added since an
-  earlier version, as a Spark DataFrame (`include.delta.tables`).
+- `read_table`, `read_added_since`, `read_files`: a table version, the rows added
+  since an earlier version, or the rows of given data files, as a Spark DataFrame
+  (`include.delta.tables`).
 - `read_stream`, `StreamSink`: Delta's streaming source, and a foreachBatch
   sink that commits each micro-batch once (`include.delta.streams`).
 - `append`, `merge_upsert`, `replace_range`, `replace_dates`, `replace_table`, `append_rows`:
@@ -13,7 +14,7 @@
 
 from include.delta.log import is_delta_table, latest_version
 from include.delta.streams import StreamSink, read_stream
-from include.delta.tables import read_added_since, read_table
+from include.delta.tables import read_added_since, read_files, read_table
 from include.delta.writes import (
     append,
     append_rows,
@@ -33,6 +34,7 @@ __all__ = [
     "latest_version",
     "merge_upsert",
     "read_added_since",
+    "read_files",
     "read_stream",
     "read_table",
     "replace_dates",

@@ -70,9 +70,12 @@ def file_name(uri: str) -> str:
 
 def files_added(path: Root, since: int, version: int | None = None) -> set[str]:
     """Names of the data files `version` (default: latest) holds and version `since` did not."""
-    return {
-        file_name(p) for p in added_file_actions(path, since, version).column("path").to_pylist()
-    }
+    return file_names(added_file_actions(path, since, version))
+
+
+def file_names(actions: Any) -> set[str]:
+    """Names of the data files of these add actions (`added_file_actions`)."""
+    return {file_name(p) for p in actions.column("path").to_pylist()}
 
 
 def _add_actions(path: Root, version: int | None = None) -> Any:

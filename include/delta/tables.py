@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from include.delta.log import added_file_actions, file_name
+from include.delta.log import added_file_actions, file_names
 from include.storage.objects import Root
 
 if TYPE_CHECKING:
@@ -38,13 +38,20 @@ def read_added_since(
     file's partition values and statistics: it reads the added files and the
     few others that may hold such rows, not the table's whole history.
     """
-    table = read_table(spark, path, version)
     if since is None:
-        return table
-    added = added_file_actions(path, since, version)
+        return read_table(spark, path, version)
+    return read_files(spark, path, added_file_actions(path, since, version), version)
+
+
+def read_files(
+    spark: SparkSession, path: Root, added: Any, version: int | None = None
+) -> DataFrame:
+    """Rows of `version` (default: latest) in the data files of these add actions
+    (`added_file_actions`): `read_added_since` for a caller that has them already."""
+    table = read_table(spark, path, version)
     if not added.num_rows:
         return table.limit(0)
-    names = sorted(file_name(p) for p in added.column("path").to_pylist())
+    names = sorted(file_names(added))
     name = F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1)
     return table.where(_rows_of(added, table.columns) & name.isin(names))
 

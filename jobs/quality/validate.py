@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from include.delta import append_rows, is_delta_table, latest_version, read_added_since, read_table
-from include.delta.log import added_file_actions, data_files, file_name, partition_values, query
+from include.delta import append_rows, is_delta_table, latest_version, read_files, read_table
+from include.delta.log import added_file_actions, data_files, file_names, partition_values, query
 from include.settings import Settings
 from include.storage.objects import Root
 from jobs.catalog import LAYERS, SOURCES, TABLES_BY_ID, bronze_tables, sql_parameters, tables_in
@@ -316,12 +316,14 @@ def check_table(
         )
         check.seconds = time.perf_counter() - started
         return check
-    new_rows = whole if since is None else read_added_since(spark, path, since, version)
     touched, dates, new_count, touched_count = whole, None, whole_rows, whole_rows
-    # The files the new rows are in, from the log: their rows and their dates.
+    # The files the new rows are in, from the log: the rows to read, their count and
+    # their dates.
     added = None if since is None else added_file_actions(path, since, version)
+    new_rows = whole
     if added is not None:
-        names = {file_name(p) for p in added.column("path").to_pylist()}
+        new_rows = read_files(spark, path, added, version)
+        names = file_names(added)
         new_count = _rows(rows for name, (_, rows) in files.items() if name in names)
     # Row rules read the new rows several times (a few column rules, each SQL
     # rule): cached when they fit in Spark's storage memory, else read from
