@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import gzip
+import io
 import json
 import os
 import signal
@@ -146,6 +147,18 @@ def run_cli(
     finally:
         kill_group(process)
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def run_in_process(*args: str) -> subprocess.CompletedProcess:
+    """`python -m jobs ...` in this process, on the tests' Spark session (the `spark`
+    fixture must have started it): the same command as run_cli's, without a JVM's
+    start-up and warm-up per command. Its output is captured, its exit code returned."""
+    from jobs.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(["lakehouse", *args], code, out.getvalue(), err.getvalue())
 
 
 # The columns that identify a gold row and its figures (ctr and event_date follow from them).

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from jobs.catalog import SOURCES
-from tests.helpers import TABLE_NAMES, delta_rows, delta_table, run_cli, settings_for
+from tests.helpers import TABLE_NAMES, delta_rows, delta_table, run_in_process, settings_for
 
 pytestmark = pytest.mark.slow
 
@@ -79,8 +79,12 @@ def _later_half(landing: Path) -> dict[str, list[Path]]:
 
 
 @pytest.fixture(scope="module")
-def roots(streamed_root, tmp_path_factory):
-    """(the clean root, run once; the hostile root; its two runs)."""
+def roots(spark, streamed_root, tmp_path_factory):
+    """(the clean root, run once; the hostile root; its two runs).
+
+    The two runs are `lakehouse run` in this process, on the tests' Spark session
+    (`run_in_process`): the clean root's run went through the command line.
+    """
     hostile = tmp_path_factory.mktemp("hostile")
     held_back = hostile / "held-back"
     shutil.copytree(streamed_root / "landing", hostile / "landing")
@@ -97,12 +101,12 @@ def roots(streamed_root, tmp_path_factory):
 
     _add_entries_never_read(hostile)
 
-    runs = [run_cli("run", "--data-root", str(hostile))]
+    runs = [run_in_process("run", "--data-root", str(hostile))]
     for source in SOURCES:
         for file in (held_back / source).iterdir():
             file.rename(hostile / "landing" / source / file.name)
     _rewrite_an_ingested_file(hostile / "landing")
-    runs.append(run_cli("run", "--data-root", str(hostile)))
+    runs.append(run_in_process("run", "--data-root", str(hostile)))
     return streamed_root, hostile, runs
 
 

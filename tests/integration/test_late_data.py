@@ -11,16 +11,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from include.delta.log import latest_version
 from jobs.catalog import EVENT_DATE
-from jobs.cli import main
 from jobs.generate import GeneratorConfig, generate
-from tests.helpers import TABLE_NAMES, delta_table, run_cli, settings_for
+from tests.helpers import TABLE_NAMES, delta_table, run_cli, run_in_process, settings_for
 
 pytestmark = pytest.mark.slow
 
@@ -71,29 +69,22 @@ def rows_of_day(path: Path, day: dt.date) -> list[str]:
     return sorted(json.dumps(row, default=str, sort_keys=True) for row in rows)
 
 
-def test_backfill_pending_recomputes_the_dates_of_late_rows_once(spark, tmp_path, capsys):
-    """The commands run in this process (`jobs.cli.main`), on the tests' Spark session."""
-
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        capsys.readouterr()
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(args, code, out, err)
-
+def test_backfill_pending_recomputes_the_dates_of_late_rows_once(spark, tmp_path):
+    """The commands run in this process (`run_in_process`), on the tests' Spark session."""
     root = tmp_path / "data"
     generate(GeneratorConfig(events=2000, seed=31, days=2, late_rate=0.0), root / "landing")
-    first = cli("run", "--data-root", str(root))
+    first = run_in_process("run", "--data-root", str(root))
     assert first.returncode == 0, first.stderr
-    settled = cli("backfill", "--pending", "--data-root", str(root))  # whatever was late
+    settled = run_in_process("backfill", "--pending", "--data-root", str(root))  # whatever was late
     assert settled.returncode == 0, settled.stderr
 
     for source, text in late_lines().items():
         (root / "landing" / source / "late-arrivals.jsonl").write_text(text)
-    late_run = cli("run", "--data-root", str(root))
+    late_run = run_in_process("run", "--data-root", str(root))
     assert late_run.returncode == 0, late_run.stderr
     assert "late 30," in late_run.stdout  # silver/impressions dropped every one
 
-    pending = cli("backfill", "--pending", "--data-root", str(root))
+    pending = run_in_process("backfill", "--pending", "--data-root", str(root))
     assert pending.returncode == 0, pending.stderr
     assert f"date(s): {LATE_DAY}" in pending.stdout, pending.stdout
     assert "2026-11-02" not in pending.stdout.splitlines()[0]
@@ -101,7 +92,7 @@ def test_backfill_pending_recomputes_the_dates_of_late_rows_once(spark, tmp_path
     # The late day now holds what a backfill of everything gives it.
     everything = tmp_path / "everything"
     shutil.copytree(root, everything)
-    full = cli(
+    full = run_in_process(
         "backfill", "--start", "2026-11-01", "--end", "2026-11-03", "--data-root", str(everything)
     )
     assert full.returncode == 0, full.stderr
@@ -115,7 +106,7 @@ def test_backfill_pending_recomputes_the_dates_of_late_rows_once(spark, tmp_path
 
     # Nothing is pending any more: nothing recomputed, no table committed to.
     before = versions(root)
-    again = cli("backfill", "--pending", "--data-root", str(root))
+    again = run_in_process("backfill", "--pending", "--data-root", str(root))
     assert again.returncode == 0, again.stderr
     assert "nothing to do" in again.stdout
     assert versions(root) == before

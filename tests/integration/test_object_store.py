@@ -11,11 +11,12 @@ into the bucket, a `lakehouse run` that SIGKILLs itself inside a seeded Delta
 write of silver or gold, then the rerun. What follows checks it as the crash
 suite does without a second uninterrupted run: every landing line in bronze or
 quarantine exactly once, gold equal to DuckDB's computation from the same
-landing objects (the held-out reference), streaming equal to batch (`lakehouse
-parity`), the tables open with `deltalake` from `s3://`, and the landing rules
-hold for objects (a sub-prefix, another file type, an object that is not
-gzip, an object rewritten after it was ingested). The crash suite at full
-size runs on S3 too, behind `--full` (test_crash_recovery.py).
+landing objects (the held-out reference), the tables open with `deltalake`
+from `s3://`, and the landing rules hold for objects (a sub-prefix, another
+file type, an object that is not gzip, an object rewritten after it was
+ingested). Behind `--full`: streaming equal to batch (`lakehouse parity`),
+the other commands on S3, and the crash suite at full size on S3
+(test_crash_recovery.py).
 """
 
 from __future__ import annotations
@@ -217,6 +218,7 @@ def test_gold_on_s3_agrees_with_duckdb_over_the_same_landing_objects(streamed, t
     assert_gold_agrees_with_duckdb(settings_for(streamed.root), copy, tmp_path / "duckdb")
 
 
+@pytest.mark.full  # about a minute; parity runs in CI on local disk (test_parity.py)
 def test_parity_on_s3_finds_streaming_and_batch_identical(streamed, s3):
     done = run_cli("parity", *PARITY_ARGS, env=s3.env_for(streamed.root))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
