@@ -130,16 +130,18 @@ audit:
 	  $(AUDIT_VENV)/bin/pip install --quiet --disable-pip-version-check pip-audit==2.10.1; }
 	$(AUDIT_VENV)/bin/python .ci/audit.py || [ $$? = 2 ]
 
-# One test renders the run report in headless Chromium. Where this is a Debian
-# machine and we are root (CI), install Debian's chromium, and fail if that
-# fails; elsewhere (no root) that test skips.
+# The browser tests render report pages in headless Chromium and drive the Airflow
+# UI with Selenium (chromedriver). Where this is a Debian machine and we are root
+# (CI), install Debian's chromium and chromium-driver, and fail if that fails;
+# elsewhere (no root) those tests skip.
 browser:
-	@command -v chromium >/dev/null || { \
+	@{ command -v chromium && command -v chromedriver; } >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing Debian's chromium for the report rendering test"; \
-	    { apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; } \
+	    echo "installing Debian's chromium and chromium-driver for the browser tests"; \
+	    { apt-get install -y -qq chromium chromium-driver || \
+	      { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; }; } \
 	      >/dev/null 2>&1 || { echo "could not install chromium with apt-get"; exit 1; }; \
-	  else echo "chromium not found and not root: the report rendering test will skip"; fi; }
+	  else echo "chromium or chromedriver not found and not root: the browser tests will skip"; fi; }
 
 lint: setup
 	$(BIN)/ruff check .

@@ -12,11 +12,11 @@ when its task passed, so data-aware DAGs only ever see validated tables.
 spark-submit per layer, about 15 s each, for the same answer.)
 
 Kafka: when the Airflow Variable `lakehouse_kafka_bootstrap_servers` is set
-(Admin > Variables; host:port[,...]), or LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS in
+(Admin > Variables; host:port[,...]), or `LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS` in
 Airflow's environment, the bronze task also ingests the topics of the sources
 (docs/kafka.md). The Variable wins.
 
-Set LAKEHOUSE_INCREMENTAL_SCHEDULE to another cron expression, or to `none`
+Set `LAKEHOUSE_INCREMENTAL_SCHEDULE` to another cron expression, or to `none`
 for manual runs only.
 """
 

@@ -2,8 +2,8 @@
 
 (Both call `python -m dev.local_airflow start|stop|status`.)
 
-Starts the api-server, scheduler and dag-processor (not `airflow standalone`,
-which forks 32 workers) on the embedded SQLite database in `.airflow/`, with
+Starts the api-server, scheduler, dag-processor and triggerer (not `airflow
+standalone`, which forks 32 workers) on the embedded SQLite database in `.airflow/`, with
 the DAGs folder, the `spark_default` connection, the writers pool and a
 generated admin password. Secrets are generated once and kept in
 `.airflow/` (git-ignored); `stop` stops exactly the processes `start` started.
@@ -26,7 +26,7 @@ from dev.local_spark_cluster import LocalSparkCluster
 from include.orchestration import REPO, WRITERS_POOL
 
 ADMIN = "admin"
-SERVICES = ("api-server", "scheduler", "dag-processor")
+SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 
 
@@ -148,6 +148,8 @@ class LocalAirflow:
             # the task logs from this machine's disk anyway.
             "scheduler": [AIRFLOW, "scheduler", "--skip-serve-logs"],
             "dag-processor": [AIRFLOW, "dag-processor"],
+            # Runs deferred tasks; without it the UI shows the triggerer as unhealthy.
+            "triggerer": [AIRFLOW, "triggerer", "--skip-serve-logs"],
         }
         services = [processes.start(self.state, name, argv[name], env) for name in SERVICES]
         processes.wait_until(

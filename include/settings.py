@@ -44,6 +44,19 @@ def _env_int(name: str, default: int, minimum: int = 1) -> int:
     return value
 
 
+def _env_share(name: str, default: float) -> float:
+    raw = (os.environ.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number between 0 and 1, got {raw!r}") from None
+    if not 0 <= value <= 1:
+        raise ValueError(f"{name} must be between 0 and 1, got {value}")
+    return value
+
+
 def _env_bool(name: str, default: bool) -> bool:
     raw = (os.environ.get(name) or "").strip().lower()
     if not raw:
@@ -138,6 +151,10 @@ class Settings:
     kafka_topic_prefix: str = ""
     kafka_max_offsets_per_trigger: int = 1_000_000
     kafka_fail_on_data_loss: bool = True
+    # A stateful query that drops more than this share of its input as later than
+    # its watermark gets a warning (the late_drops checks): recover the rows with
+    # `lakehouse backfill --pending`.
+    late_share_warning: float = 0.05
     # Run reports and Data Docs: LAKEHOUSE_REPORTS_DIR, else `<data root>/reports`
     # for a local root, else ./reports (reports stay on local disk, beside Airflow).
     reports_dir: Path | None = None
@@ -176,6 +193,7 @@ class Settings:
                 "LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER", 1_000_000
             ),
             kafka_fail_on_data_loss=_env_bool("LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS", True),
+            late_share_warning=_env_share("LAKEHOUSE_LATE_SHARE_WARNING", 0.05),
         )
 
     def kafka_topic(self, source: str) -> str:

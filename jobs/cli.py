@@ -31,7 +31,9 @@ environment: LAKEHOUSE_SPARK_MASTER (default local[*]), LAKEHOUSE_SHUFFLE_PARTIT
              LAKEHOUSE_MAX_LINE_BYTES (default 1 MiB),
              LAKEHOUSE_LOCK_TIMEOUT (seconds a writer waits for another one, default 900),
              LAKEHOUSE_STATE_STORE (rocksdb or hdfs, for new stateful queries; default rocksdb),
-             LAKEHOUSE_DRIVER_MEMORY (the driver JVM's heap, where local mode runs; default 2g)
+             LAKEHOUSE_DRIVER_MEMORY (the driver JVM's heap, where local mode runs; default 2g),
+             LAKEHOUSE_LATE_SHARE_WARNING (warn when a query drops more of its input as late;
+             default 0.05)
 kafka:       LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS (unset: no Kafka), LAKEHOUSE_KAFKA_TOPIC_PREFIX,
              LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER (default 1000000),
              LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS (default true)
@@ -339,27 +341,25 @@ def _echo(line: str) -> None:
 
 
 def _blocked(outcome: RunOutcome) -> int:
-    """Exit status of a run or validation; failures explained on stderr."""
+    """Exit status of a run or validation; a blocked one says so on stderr, once (the
+    failures themselves are among the check lines printed above)."""
     failures = [o for check in outcome.checks for o in check.failures]
     if not failures:
         return 0
-    where = "blocking checks failed"
+    where = f"{len(failures)} blocking check(s) failed (the BLOCKING lines above)"
     if outcome.not_run:
         where += f"; not run: {', '.join(outcome.not_run)}"
-    print(f"lakehouse {outcome.command}: {where}:", file=sys.stderr)
-    for failure in failures:
-        print(f"  {failure.message()}", file=sys.stderr)
-    print(f"  report: {outcome.report}", file=sys.stderr)
+    print(f"lakehouse {outcome.command}: {where}; report: {outcome.report}", file=sys.stderr)
     return EXIT_BLOCKED
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    from include.runs import new_run_id
     from include.spark import get_spark
     from jobs.drivers.pipeline import run_pipeline
     from jobs.quality import gate
     from jobs.quality.validate import results_path
     from jobs.reports.monitoring import event_log_path
-    from jobs.reports.outcome import new_run_id
 
     started = time.perf_counter()
     gate.preload()
@@ -368,7 +368,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     print(f"spark {spark.version} master={spark.sparkContext.master} ({startup:.1f} s)")
     layers = in_order(args.layer, LAYERS)
     outcome = run_pipeline(spark, settings, new_run_id(), echo=_echo, layers=layers)
-    print(f"run {outcome.status} in {time.perf_counter() - started:.1f} s")
+    # The report's time, and the start-up before it.
+    print(f"run {outcome.status} in {outcome.seconds:.1f} s (after {startup:.1f} s of start-up)")
     print(f"tables:      {settings.lakehouse}/{{bronze,quarantine,silver,gold}}/<table>")
     print(f"event log:   {event_log_path(settings)} (run_id {outcome.run_id})")
     print(f"dq results:  {results_path(settings)}")
@@ -392,11 +393,14 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
+    from include.runs import new_run_id
     from include.spark import get_spark
     from jobs.dates import DateRange
     from jobs.drivers.backfill import Dates, run_backfill
     from jobs.drivers.late import pending_dates
+    from jobs.drivers.pipeline import reported
     from jobs.drivers.recovery import streams_behind
+    from jobs.reports.outcome import RunOutcome
 
     given = (args.start, args.end)
     if (args.pending and given != (None, None)) or (not args.pending and None in given):
@@ -415,40 +419,58 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
             print(f"  {line}", file=sys.stderr)
         return EXIT_FAILED
     spark = get_spark(settings, app_name="lakehouse-backfill", streaming=False)
-    if chosen is None:
-        pending = pending_dates(spark, settings)
-        if not pending:
-            print(
-                "backfill --pending: no date holds late rows since its last backfill; nothing to do"
-            )
-            return 0
-        print(f"backfill --pending: {len(pending)} date(s): {', '.join(map(str, pending))}")
-    dates: Dates = pending if chosen is None else chosen
-    started = time.perf_counter()
     layers = in_order(args.layer, DERIVED_LAYERS)
-    for result in run_backfill(spark, settings, dates, layers):
-        print(result.summary(), flush=True)
-    span = f"{dates.start}..{dates.end}" if isinstance(dates, DateRange) else "--pending"
-    print(f"backfill {span} finished in {time.perf_counter() - started:.1f} s")
+    run = RunOutcome(
+        new_run_id("backfill"), "backfill", dt.datetime.now(dt.UTC), layers=tuple(layers)
+    )
+    with reported(settings, run) as outcome:
+        if chosen is None:
+            pending = pending_dates(spark, settings)
+            outcome.dates = f"pending: {', '.join(map(str, pending)) or 'none'}"
+            if pending:
+                print(f"backfill --pending: {len(pending)} date(s): {', '.join(map(str, pending))}")
+            else:
+                print(
+                    "backfill --pending: no date holds late rows since its last backfill; "
+                    "nothing to do"
+                )
+        else:
+            outcome.dates = f"{chosen.start}..{chosen.end}"
+        dates: Dates = pending if chosen is None else chosen
+        if dates:
+            for result in run_backfill(spark, settings, dates, layers):
+                outcome.stages.append(result)
+                print(result.summary(), flush=True)
+    if dates:
+        print(f"backfill {outcome.dates} finished in {outcome.seconds:.1f} s")
+    print(f"report:      {outcome.report}")
     return 0
 
 
 def cmd_parity(args: argparse.Namespace, settings: Settings) -> int:
+    from include.runs import new_run_id
     from include.spark import get_spark
     from jobs.dates import DateRange
     from jobs.drivers.parity import run_parity
+    from jobs.drivers.pipeline import reported
+    from jobs.reports.outcome import RunOutcome
 
     dates = DateRange(args.start, args.end)
     spark = get_spark(settings, app_name="lakehouse-parity", streaming=False)
-    results, scratch = run_parity(spark, settings, dates)
+    span = f"{dates.start}..{dates.end}"
+    run = RunOutcome(new_run_id("parity"), "parity", dt.datetime.now(dt.UTC), dates=span)
+    with reported(settings, run) as outcome:
+        results, scratch = run_parity(spark, settings, dates)
+        outcome.parity = [result.data() for result in results]
     for result in results:
         print(result.summary())
     different = [r.table for r in results if not r.equal]
     print(f"batch recomputation kept in {scratch}")
+    print(f"report:      {outcome.report}")
     if different:
-        print(f"parity {dates.start}..{dates.end}: differences in {', '.join(different)}")
+        print(f"parity {span}: differences in {', '.join(different)}")
         return EXIT_FAILED
-    print(f"parity {dates.start}..{dates.end}: streaming and batch agree")
+    print(f"parity {span}: streaming and batch agree")
     return 0
 
 

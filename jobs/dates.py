@@ -1,8 +1,10 @@
 """Date ranges of backfills and parity runs, checked before any Spark job starts.
 
-Plain Python, no pyspark: the Airflow backfill DAG checks its trigger form
-with `backfill_request` in a light Python task, so a bad date fails in a
-second with a clear message instead of after a Spark start-up.
+Plain Python, no pyspark: the Airflow backfill DAGs work out their range in
+a light Python task, and the manual one's form is checked with
+`backfill_request` before its run is created (the Airflow plugin) and again
+when it runs, so a bad date fails in a second with a one-line reason instead
+of after a Spark start-up.
 """
 
 from __future__ import annotations
@@ -50,6 +52,11 @@ class BackfillRequest:
     # `dates` (its data interval) is then what parity checks.
     pending: bool = False
 
+    def describe(self) -> str:
+        """One line for a run's note and log: what it recomputes."""
+        what = "the pending dates" if self.pending else f"{self.dates.start}..{self.dates.end}"
+        return f"backfill {what}, layers {', '.join(self.layers)}"
+
     def commands(self) -> dict[str, list[str]]:
         """`lakehouse` arguments of the backfill, validate and parity tasks."""
         span = ["--start", self.dates.start.isoformat(), "--end", self.dates.end.isoformat()]
@@ -62,54 +69,41 @@ class BackfillRequest:
         }
 
 
-def covered_interval(
+def _days(interval: tuple[dt.datetime, dt.datetime]) -> DateRange:
+    """The UTC dates from the interval's start up to its end, exclusive (one day if equal)."""
+    first, last = (moment.astimezone(dt.UTC) for moment in interval)
+    return DateRange(first.date(), max(first, last - dt.timedelta(microseconds=1)).date())
+
+
+def nightly_request(
     run_type: str,
-    logical_date: dt.datetime | None,
     interval: tuple[dt.datetime, dt.datetime] | None,
-) -> tuple[dt.datetime, dt.datetime] | None:
-    """What a backfill run covers when its form names no dates.
-
-    A scheduled run, or one `airflow backfill create` made, covers its data
-    interval. A manual trigger covers the day of the logical date it was
-    given (Airflow would give it the interval that *ends* there), and
-    nothing without one.
-    """
-    if run_type == "manual":
-        return None if logical_date is None else (logical_date, logical_date)
-    return interval
-
-
-def backfill_request(
-    start: object,
-    end: object,
-    layers: Sequence[str] | None,
-    interval: tuple[dt.datetime, dt.datetime] | None,
-    scheduled: bool = False,
+    run_after: dt.datetime,
 ) -> BackfillRequest:
-    """The range from the trigger form, else the run's data interval.
+    """What a run of the nightly backfill DAG (`lakehouse_backfill`) recomputes.
 
-    `interval` (see `covered_interval`) covers the UTC dates from its start
-    up to its end, exclusive, or the start's date when both are equal. A
-    run without one must name both dates. A `scheduled` run without dates
-    (the nightly one) recomputes the pending dates (`backfill --pending`).
+    A run `airflow backfill create` made recomputes its data interval. Any
+    other run (the scheduled one, or a manual trigger) recomputes the pending
+    dates (`backfill --pending`) and checks parity of its data interval, or of
+    the day before it was triggered when it has none.
     """
-    if start is None and end is None:
+    if run_type == "backfill":
         if interval is None:
-            raise ValueError(
-                "no dates: give a start and an end date (or trigger with a logical date)"
-            )
-        first, last = (moment.astimezone(dt.UTC) for moment in interval)
-        dates = DateRange(first.date(), max(first, last - dt.timedelta(microseconds=1)).date())
-    elif start is None or end is None:
-        raise ValueError("give both a start and an end date, or neither")
-    else:
-        dates = DateRange(parse_date(start, "start"), parse_date(end, "end"))
+            raise ValueError("a backfill run without a data interval")
+        return BackfillRequest(_days(interval), DERIVED_LAYERS)
+    if interval is None:
+        today = run_after.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        interval = (today - dt.timedelta(days=1), today)
+    return BackfillRequest(_days(interval), DERIVED_LAYERS, pending=True)
+
+
+def backfill_request(start: object, end: object, layers: Sequence[str] | None) -> BackfillRequest:
+    """The range and layers of the manual backfill's form (`lakehouse_backfill_range`)."""
+    if start is None or end is None:
+        raise ValueError("give a start and an end date")
+    dates = DateRange(parse_date(start, "start"), parse_date(end, "end"))
     chosen = tuple(layers) if layers is not None else DERIVED_LAYERS
     unknown = sorted(set(chosen) - set(DERIVED_LAYERS))
     if unknown or not chosen:
         raise ValueError(f"layers: choose from {', '.join(DERIVED_LAYERS)}, got {list(chosen)}")
-    return BackfillRequest(
-        dates,
-        tuple(layer for layer in DERIVED_LAYERS if layer in chosen),
-        pending=scheduled and start is None and end is None,
-    )
+    return BackfillRequest(dates, tuple(layer for layer in DERIVED_LAYERS if layer in chosen))

@@ -104,6 +104,16 @@ def data_files(
     return {name: (value, rows) for name, value, rows in files}
 
 
+def column_max(path: Root, column: str) -> Any | None:
+    """The largest value of `column` in the latest version, from the log alone: the
+    files' statistics, or the partition values of a partition column (None if neither)."""
+    actions = _add_actions(path)
+    for name in (f"max.{column}", f"partition.{column}"):
+        if name in actions.column_names:
+            return max((v for v in actions.column(name).to_pylist() if v is not None), default=None)
+    return None
+
+
 def added_file_actions(path: Root, since: int, version: int | None = None) -> Any:
     """The add actions (as `_add_actions`: `path`, `partition.<column>`, `num_records`,
     `min.<column>`, `null_count.<column>`) of the data files `version` (default:

@@ -15,9 +15,12 @@ from include.orchestration.tasks import (
     SPARK_CONN_ID,
     TAGS,
     WRITERS_POOL,
+    backfill_tasks,
     lakehouse_submit,
     layer_assets,
     layer_tables,
+    refuse,
+    request_commands,
     settings,
 )
 
@@ -29,8 +32,11 @@ __all__ = [
     "SPARK_CONN_ID",
     "TAGS",
     "WRITERS_POOL",
+    "backfill_tasks",
     "lakehouse_submit",
     "layer_assets",
     "layer_tables",
+    "refuse",
+    "request_commands",
     "settings",
 ]

@@ -7,18 +7,64 @@ passes Delta Lake's jars (`make setup` fetched them) to spark-submit with
 `--jars`, found when the task runs, not when the scheduler parses the DAG.
 Kept apart from `include/orchestration/tasks.py`, which the scheduler imports on
 every parse and must stay cheap; this module is imported when a task is built.
+
+A task running a command that writes a run report picks the run's id itself
+(`LAKEHOUSE_RUN_ID`), so its extra links, "Run report" and "Data quality",
+lead to the pages that job writes, served by the lakehouse plugin
+(include/orchestration/plugin.py) behind Airflow's login.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseOperatorLink
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from include.errors import EXIT_BLOCKED
+from include.runs import RUN_ID_VARIABLE, generate_run_id
 from include.spark import spark_jars
+
+# Where the plugin serves the reports folder, under the api-server's base URL.
+REPORTS_URL = "/lakehouse/reports"
+# The `lakehouse` commands that write a run report (reports/runs/<run id>.html),
+# and those whose report holds data-quality checks.
+REPORTING_COMMANDS = frozenset({"run", "validate", "backfill", "parity"})
+CHECKING_COMMANDS = frozenset({"run", "validate"})
+
+
+def reports_url(path: str) -> str:
+    """The URL of a file in the reports folder, as the plugin serves it."""
+    base = os.environ.get("AIRFLOW__API__BASE_URL", "").rstrip("/")
+    return f"{base}{REPORTS_URL}/{path}"
+
+
+class RunReportLink(BaseOperatorLink):
+    """The run report the task's job wrote: its stages, checks and quarantine."""
+
+    name = "Run report"
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        run_id = getattr(operator, "lakehouse_run_id", None)
+        return reports_url(f"runs/{run_id}.html") if run_id else ""
+
+
+class QualityLink(BaseOperatorLink):
+    """The data-quality page of the checks the task's job made: every expectation, with
+    its severity, table and result."""
+
+    name = "Data quality"
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        run_id = getattr(operator, "lakehouse_run_id", None)
+        checks = getattr(operator, "lakehouse_command", None) in CHECKING_COMMANDS
+        return reports_url(f"quality/{run_id}.html") if run_id and checks else ""
+
 
 # How the Spark provider reports a non-zero spark-submit exit code.
 _EXIT_CODE = re.compile(r"Error code is: (\d+)\.")
@@ -27,22 +73,54 @@ _EXIT_CODE = re.compile(r"Error code is: (\d+)\.")
 class LakehouseSubmitOperator(SparkSubmitOperator):
     """spark-submit of the `lakehouse` CLI; a blocked data-quality gate is final."""
 
+    operator_extra_links = (RunReportLink(), QualityLink())
+
     def __init__(self, *, object_store: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         # A data root on S3 also needs Spark's S3 connector (jars/s3/).
         self.object_store = object_store
+        # Set when the task runs: its command, and the run's id if it writes a report.
+        self.lakehouse_command: str | None = None
+        self.lakehouse_run_id: str | None = None
 
     def execute(self, context: Any) -> None:
         self.jars = ",".join(str(jar) for jar in spark_jars(self.object_store))
+        command = self.application_args[0] if self.application_args else None
+        self.lakehouse_command = command
+        if command in REPORTING_COMMANDS:
+            self.lakehouse_run_id = generate_run_id(command)
+            self.env_vars = {**(self.env_vars or {}), RUN_ID_VARIABLE: self.lakehouse_run_id}
         try:
             super().execute(context)
         except AirflowException as error:
             code = _EXIT_CODE.search(str(error))
             if code and int(code.group(1)) == EXIT_BLOCKED:
+                # Said once, at ERROR, without the spark-submit failure chained to it.
+                failures = self.blocked_checks()
+                for failure in failures:
+                    self.log.error("blocking check failed: %s", failure)
+                report = reports_url(f"runs/{self.lakehouse_run_id}.html")
                 raise AirflowFailException(
-                    "a blocking data-quality check failed (exit code "
-                    f"{EXIT_BLOCKED}); not retrying: the same data would fail again. "
-                    "The task log and the run report name the table and the rule; "
-                    "fix the data, then clear this task."
-                ) from error
+                    f"{len(failures) or 'a'} blocking data-quality check(s) failed (exit code "
+                    f"{EXIT_BLOCKED}); not retrying: the same data would fail again. Fix the "
+                    f"data, then clear this task. Run report: {report}"
+                ) from None
             raise
+
+    def blocked_checks(self) -> list[str]:
+        """The failed blocking checks the job's report names (empty if it wrote none)."""
+        reports = (self.env_vars or {}).get("LAKEHOUSE_REPORTS_DIR")
+        if not reports or not self.lakehouse_run_id:
+            return []
+        try:
+            summary = json.loads(
+                (Path(reports) / "runs" / f"{self.lakehouse_run_id}.json").read_text()
+            )
+        except (OSError, ValueError):
+            return []
+        return [
+            failure
+            for layer in summary.get("checks", [])
+            for table in layer["tables"]
+            for failure in table["failed"]
+        ]

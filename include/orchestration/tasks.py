@@ -12,20 +12,25 @@ pyspark, no Great Expectations, no file access.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from include.errors import EXIT_USAGE
 from include.settings import Settings
 from include.spark import submit_conf
 from include.storage.objects import S3Path
 from jobs.catalog import bronze_tables, tables_in
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from airflow.sdk import Asset
 
     from include.orchestration.operators import LakehouseSubmitOperator
+    from jobs.dates import BackfillRequest
 
 REPO = Path(__file__).resolve().parents[2]
 # `python -m jobs` as a file: spark-submit runs an application by path.
@@ -108,3 +113,33 @@ def lakehouse_submit(task_id: str, arguments: Any, **kwargs: Any) -> LakehouseSu
         },
         **kwargs,
     )
+
+
+def backfill_tasks(commands: Any) -> list[LakehouseSubmitOperator]:
+    """backfill -> validate -> parity of a backfill DAG, from its checked request's commands."""
+    return [
+        lakehouse_submit("backfill", commands["backfill"], pool=WRITERS_POOL),
+        lakehouse_submit("validate", commands["validate"]),
+        lakehouse_submit("parity", commands["parity"]),
+    ]
+
+
+def request_commands(make: Callable[[], BackfillRequest]) -> dict[str, list[str]]:
+    """What a backfill DAG's `check_request` returns: the commands of the request `make`
+    builds, which is logged; a request it refuses fails the task in one line."""
+    try:
+        request = make()
+    except ValueError as error:
+        refuse(str(error))
+    print(request.describe())
+    return request.commands()
+
+
+def refuse(reason: str) -> NoReturn:
+    """Fail the running task with a one-line reason: no traceback, no retry.
+
+    Airflow logs a traceback for every exception but SystemExit, which it
+    logs as one line with the exit code; the reason goes just before it.
+    """
+    logging.getLogger("airflow.task").error("refused: %s", reason)
+    raise SystemExit(EXIT_USAGE)

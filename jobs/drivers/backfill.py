@@ -127,7 +127,7 @@ def write_range(
     target = layout or settings
     results = []
     for table in tables:
-        result = StageResult(table.id)
+        result = StageResult(table.id, batch=True)
         with timed(result):
             rows = _replace(frames[table.id], table, target, dates, new_schema)
             result.rows_out = {table.name: rows}

@@ -81,14 +81,20 @@ def _older_than(path: Root, cutoff: float) -> bool:
 
 
 def expire_reports(settings: Settings, keep_days: int, now: float | None = None) -> Expired:
-    """Delete run pages, Data Docs validation pages and parity scratch older than keep_days."""
+    """Delete run pages (with their data-quality and DAG-run pages), Data Docs validation
+    pages and parity scratch older than keep_days."""
     if keep_days < 0:
         raise ValueError(f"keep_days must not be negative, got {keep_days}")
     cutoff = (now if now is not None else time.time()) - dt.timedelta(
         days=keep_days
     ).total_seconds()
-    runs = settings.reports / "runs"
-    run_files = [p for p in runs.glob("*") if p.is_file() and _older_than(p, cutoff)]
+    reports = settings.reports
+    run_files = [
+        p
+        for p in [*(reports / "runs").glob("*"), *(reports / "quality").glob("*"),
+                  *(reports / "dag-runs").glob("*/*")]
+        if p.is_file() and _older_than(p, cutoff)
+    ]  # fmt: skip
     validations = settings.reports / "data_docs" / "validations"
     pages = [p for p in validations.rglob("*") if p.is_file() and _older_than(p, cutoff)]
     scratch = settings.data_root / "scratch"

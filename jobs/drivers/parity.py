@@ -16,7 +16,7 @@ import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from include.delta import read_table
 from include.settings import Settings
@@ -51,6 +51,10 @@ class TableParity:
     @property
     def equal(self) -> bool:
         return self.missing_from_live == 0 and self.unexpected_in_live == 0
+
+    def data(self) -> dict[str, Any]:
+        """For the report: the counts, and whether they agree."""
+        return {**dataclasses.asdict(self), "equal": self.equal}
 
     def summary(self) -> str:
         verdict = "same" if self.equal else "DIFFERENT"

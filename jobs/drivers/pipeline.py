@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from include.delta import is_delta_table, latest_version, read_added_since
+from include.delta.log import column_max
+from include.runs import new_run_id
 from include.settings import Settings
 from include.storage.objects import Root
-from jobs.catalog import LAYERS, SOURCES
+from jobs.catalog import LAYERS, SOURCES, tables_in
 from jobs.drivers.bronze import run_bronze
 from jobs.drivers.tables import refuse_changed_rules, run_tables
 from jobs.quality.gate import QualityGate
@@ -34,9 +36,10 @@ from jobs.quality.validate import (
     validate_layer,
 )
 from jobs.reports.monitoring import record_progress
-from jobs.reports.outcome import RunOutcome, new_run_id
+from jobs.reports.outcome import RunOutcome
 from jobs.reports.pages import write_run_report
 from jobs.reports.progress import StageResult
+from jobs.schemas import table_schema
 from jobs.transforms.landing import reason_class
 
 if TYPE_CHECKING:
@@ -74,6 +77,27 @@ def quarantine_by_reason(
         )
         counts[source] = dict(sorted((row["reason"], row["count"]) for row in rows))
     return counts
+
+
+# The column whose largest value is a gold table's newest event, in order of preference.
+EVENT_END_COLUMNS = ("window_end", "last_event_time")
+
+
+def newest_events(settings: Settings) -> dict[str, str | None]:
+    """Per gold table, the newest event time it holds (ISO, UTC), from its log's
+    statistics: its windows' end, the last event time, or the day after its last date."""
+    newest: dict[str, str | None] = {}
+    for table in tables_in("gold"):
+        path = settings.table(table.layer, table.name)
+        if not is_delta_table(path):
+            continue
+        names = table_schema(table.id).names
+        column = next((c for c in EVENT_END_COLUMNS if c in names), table.date_column)
+        value = column_max(path, column) if column else None
+        if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+            value = dt.datetime.combine(value + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+        newest[table.id] = value.isoformat() if value is not None else None
+    return newest
 
 
 def _first_line(error: Exception) -> str:
@@ -125,7 +149,9 @@ def run_pipeline(
         refuse_changed_rules(settings, layers)
         baselines = last_passed_versions(settings)
         for layer in (layer for layer in LAYERS if layer in layers):
-            validation = LayerValidation(spark, settings, gate, layer, run_id, baselines)
+            validation = LayerValidation(
+                spark, settings, gate, layer, run_id, baselines, stages=outcome.stages
+            )
             outcome.checks.append(validation.result)
             for result in run_layer(spark, settings, layer):
                 outcome.stages.append(result)
@@ -140,6 +166,8 @@ def run_pipeline(
                 validation.check(validation.unchecked)  # checks of the whole layer
             if layer == "bronze":
                 outcome.quarantine = quarantine_by_reason(spark, settings, quarantine_before)
+            if layer == "gold":
+                outcome.newest_events = newest_events(settings)
             for line in validation.finish().lines():
                 echo(line)
             if validation.result.failures:

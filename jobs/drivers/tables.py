@@ -177,6 +177,7 @@ def write_table(spark: SparkSession, settings: Settings, table: Table) -> StageR
         after_run=lambda done: record_late_dates(spark, settings, done, source_paths, read_before),
     )
     result.rows_out = {table.name: sink.rows_written}
+    result.upsert = table.upsert
     remember_fingerprint(settings, table)
     return result
 

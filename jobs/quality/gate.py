@@ -349,7 +349,8 @@ class QualityGate:
         """A few of the rows a failed SQL expectation found (GX's SUMMARY omits them)."""
         frame.createOrReplaceTempView("dq_unexpected_batch")
         rows = frame.sparkSession.sql(query.format(batch="dq_unexpected_batch")).limit(SAMPLE_SIZE)
-        return [row.asDict() for row in rows.collect()]
+        # A query that selects one column (a sentence) reads best as that value alone.
+        return [row[0] if len(row) == 1 else row.asDict() for row in rows.collect()]
 
     def _docs_page(self, identifier: Any) -> Path | None:
         for site in self._gx().get_docs_sites_urls(

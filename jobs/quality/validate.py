@@ -33,7 +33,7 @@ import datetime as dt
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,16 +47,21 @@ from include.storage.objects import Root
 from jobs.catalog import LAYERS, SOURCES, TABLES_BY_ID, bronze_tables, sql_parameters, tables_in
 from jobs.quality.gate import Outcome, QualityGate, Suite, load_suites
 from jobs.quality.ledger import ledger_path
+from jobs.reports.progress import StageResult
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 RECONCILIATION = "bronze/reconciliation"
-# What each layer's checkpoint checks: its tables, and for bronze the reconciliation.
+# Per layer with stateful queries: the share of each query's input it dropped as late.
+LATE_DROPS = {layer: f"{layer}/late_drops" for layer in ("silver", "gold")}
+# Checks of a frame derived from the run or the tables, not of a table.
+DERIVED_CHECKS = frozenset({RECONCILIATION, *LATE_DROPS.values()})
+# What each layer's checkpoint checks: its tables, then the derived checks.
 LAYER_CHECKS: dict[str, tuple[str, ...]] = {
     layer: (*bronze_tables(), RECONCILIATION)
     if layer == "bronze"
-    else tuple(t.id for t in tables_in(layer))
+    else (*(t.id for t in tables_in(layer)), LATE_DROPS[layer])
     for layer in LAYERS
 }
 # `silver_clicks` in a suite's SQL is the table silver/clicks (see register_views).
@@ -96,6 +101,14 @@ RECONCILIATION_SCHEMA = T.StructType(
         T.StructField("bronze_rows", T.LongType()),
         T.StructField("quarantine_rows", T.LongType()),
         T.StructField("quarantine_share", T.DoubleType()),
+    ]
+)
+LATE_DROPS_SCHEMA = T.StructType(
+    [
+        T.StructField("query", T.StringType()),
+        T.StructField("rows_in", T.LongType()),
+        T.StructField("dropped_late", T.LongType()),
+        T.StructField("late_share", T.DoubleType()),
     ]
 )
 
@@ -185,7 +198,12 @@ def last_passed_versions(settings: Settings) -> dict[str, int]:
 def suite_parameters(settings: Settings) -> dict[str, str]:
     """What fills the suites' `${name}` placeholders: the catalog's rules and the settings'."""
     tolerance = int(settings.future_tolerance.total_seconds())
-    return sql_parameters() | {"future_tolerance": f"INTERVAL {tolerance} SECONDS"}
+    share = settings.late_share_warning
+    return sql_parameters() | {
+        "future_tolerance": f"INTERVAL {tolerance} SECONDS",
+        "late_share_warning": repr(share),
+        "late_share_percent": f"{share * 100:g}%",
+    }
 
 
 def date_column(table: str) -> str | None:
@@ -215,6 +233,19 @@ def register_views(
             day = dt.timedelta(days=1)
             view = view.where(F.col(column).between(min(dates) - day, max(dates) + day))
         view.createOrReplaceTempView(f"{layer}_{name}")
+
+
+def _ran_stateful(stages: Iterable[StageResult]) -> list[StageResult]:
+    return [s for s in stages if s.state_operators and not s.caught_up]
+
+
+def late_drops_frame(spark: SparkSession, stages: Iterable[StageResult]) -> DataFrame:
+    """Per stateful query that ran: its input rows, and those it dropped as late."""
+    rows = [
+        (s.stage, s.rows_in, s.dropped_late, s.dropped_late / s.rows_in if s.rows_in else 0.0)
+        for s in _ran_stateful(stages)
+    ]
+    return spark.createDataFrame(rows, LATE_DROPS_SCHEMA)
 
 
 def reconciliation_frame(spark: SparkSession, settings: Settings) -> DataFrame:
@@ -274,13 +305,22 @@ def check_table(
     suite: Suite,
     since: int | None,
     whole_table: bool,
+    stages: Iterable[StageResult] = (),
 ) -> TableCheck:
+    """`stages`: the queries of the layer that ran (for its late_drops check)."""
     # Spark hands GX naive UTC datetimes; the parameter must be naive UTC too.
     fresh_after = dt.datetime.now(dt.UTC).replace(tzinfo=None) - FRESHNESS
     parameters = {"fresh_after": fresh_after}
     started = time.perf_counter()
-    if suite.table == RECONCILIATION:
-        frame = reconciliation_frame(spark, settings).cache()
+    if suite.table in DERIVED_CHECKS:
+        if suite.table != RECONCILIATION and not _ran_stateful(stages):
+            # No stateful query ran (caught up, or `validate`): no drops to check, no Spark job.
+            return TableCheck(suite.table, None, None)
+        frame = (
+            reconciliation_frame(spark, settings)
+            if suite.table == RECONCILIATION
+            else late_drops_frame(spark, stages)
+        ).cache()
         check = TableCheck(suite.table, None, None)
         try:
             check.facts = [row.asDict() for row in frame.collect()]
@@ -388,11 +428,14 @@ class LayerValidation:
         run_id: str,
         baselines: dict[str, int],
         whole_table: bool = False,
+        stages: Sequence[StageResult] = (),
     ) -> None:
         """`baselines`: `last_passed_versions`, read once per command (a layer's
-        validation records only its own tables, so it holds for every layer)."""
+        validation records only its own tables, so it holds for every layer).
+        `stages`: the run's queries so far (a list the run appends to)."""
         self.spark, self.settings, self.gate = spark, settings, gate
         self.run_id, self.whole_table = run_id, whole_table
+        self.stages = stages
         self.result = LayerCheck(layer)
         self._suites = load_suites(parameters=suite_parameters(settings))
         self._baselines = {} if whole_table else baselines
@@ -414,6 +457,7 @@ class LayerValidation:
                     suite,
                     self._baselines.get(table),
                     self.whole_table,
+                    [s for s in self.stages if s.stage.split("/")[0] == self.result.layer],
                 )
             )
         self.result.seconds += time.perf_counter() - started

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from jobs.quality.validate import LAYER_CHECKS, RECONCILIATION, LayerCheck
+from include.runs import airflow_context
+from jobs.quality.validate import DERIVED_CHECKS, LAYER_CHECKS, LayerCheck
 from jobs.reports.progress import StageResult
-
-
-def new_run_id(kind: str = "run") -> str:
-    return dt.datetime.now(dt.UTC).strftime(f"{kind}-%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
 
 
 @dataclass
@@ -32,6 +29,14 @@ class RunOutcome:
     blocked_at: str | None = None
     error: str | None = None
     report: Path | None = None
+    # What a backfill or parity check covered: `2026-11-01..2026-11-03`, `pending: ...`.
+    dates: str | None = None
+    # Parity: per table, live and batch rows and the differences (TableParity.data()).
+    parity: list[dict[str, Any]] = field(default_factory=list)
+    # Per gold table the run wrote: the newest event time it holds (ISO), for freshness.
+    newest_events: dict[str, str | None] = field(default_factory=dict)
+    # The Airflow task running it (dag_id, run_id, task_id, try_number), if any.
+    airflow: dict[str, str] | None = field(default_factory=airflow_context)
 
     @property
     def not_run(self) -> list[str]:
@@ -45,7 +50,7 @@ class RunOutcome:
             for table in LAYER_CHECKS[self.blocked_at]
             if table not in ran
             and table.split("/")[0] == self.blocked_at
-            and table != RECONCILIATION
+            and table not in DERIVED_CHECKS
         ]
         return rest + later
 
@@ -53,6 +58,8 @@ class RunOutcome:
     def status(self) -> str:
         if self.error:
             return "failed"
+        if any(not table["equal"] for table in self.parity):
+            return "different"
         if any(check.failures for check in self.checks):
             return "blocked" if self.command == "run" else "failed checks"
         if any(check.warnings for check in self.checks):

@@ -34,6 +34,11 @@ class StageResult:
     # Another query writes the same tables next in this run (bronze's landing files,
     # then its Kafka topic): their checks wait for it, and check both at once.
     checks_after_next: bool = False
+    # Written in batch (a backfill's table): rows written, no input count or batches.
+    batch: bool = False
+    # MERGE on keys (an upsert table): rows_out counts rows merged (inserted or
+    # updated), which may exceed the rows the table holds.
+    upsert: bool = False
     # Spark's progress of each micro-batch (JSON), for the event log.
     progress: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
@@ -49,7 +54,12 @@ class StageResult:
     def summary(self) -> str:
         if self.caught_up:
             return f"{self.stage:<30} {CAUGHT_UP}"
-        out = ", ".join(f"{rows:,} {table}" for table, rows in self.rows_out.items())
+        out = ", ".join(
+            f"{rows:,} {'rows merged into ' if self.upsert else ''}{table}"
+            for table, rows in self.rows_out.items()
+        )
+        if self.batch:
+            return f"{self.stage:<30} wrote {out}  ({self.seconds:.1f} s)"
         rate = f", {self.rows_in / self.seconds:,.0f} rows/s" if self.seconds > 0 else ""
         line = (
             f"{self.stage:<30} in {self.rows_in:>10,}  out {out}  "

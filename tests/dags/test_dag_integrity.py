@@ -24,11 +24,17 @@ from include.settings import Settings
 from include.spark import spark_jars
 from jobs.catalog import LAYERS
 from jobs.cli import build_parser
-from jobs.quality.validate import LAYER_CHECKS, RECONCILIATION
+from jobs.quality.validate import DERIVED_CHECKS, LAYER_CHECKS
 from tests.helpers import REPO
 
 DAG_FILES = sorted((REPO / "dags").glob("*.py"))
-DAG_IDS = ["lakehouse_backfill", "lakehouse_incremental", "lakehouse_maintenance"]
+DAG_IDS = [
+    "lakehouse_backfill",
+    "lakehouse_backfill_range",
+    "lakehouse_incremental",
+    "lakehouse_maintenance",
+]
+BACKFILL_DAGS = ["lakehouse_backfill", "lakehouse_backfill_range"]
 # Modules that cost seconds to import or touch files: never at DAG parse time.
 HEAVY = ("pyspark", "great_expectations", "deltalake", "pandas", "pyarrow", "jobs")
 # The catalog is plain Python: the DAGs take their task and asset lists from it.
@@ -172,19 +178,32 @@ def test_bronze_ingests_kafka_when_the_variable_names_brokers(bag, monkeypatch):
 
 def test_asset_tables_are_the_tables_the_checks_know():
     for layer in LAYERS:
-        assert set(layer_tables(layer)) == set(LAYER_CHECKS[layer]) - {RECONCILIATION}
+        assert set(layer_tables(layer)) == set(LAYER_CHECKS[layer]) - DERIVED_CHECKS
 
 
-def test_backfill_dag_checks_the_form_before_the_spark_jobs(bag):
-    dag = bag.dags["lakehouse_backfill"]
-    # Whole-day data intervals: what `airflow backfill create` hands each run.
-    assert isinstance(dag.timetable, CronDataIntervalTimetable)
-    assert dag.timetable.expression == "0 0 * * *"
+@pytest.mark.parametrize("dag_id", BACKFILL_DAGS)
+def test_backfill_dags_check_the_request_before_the_spark_jobs(bag, dag_id):
+    dag = bag.dags[dag_id]
     # Every Spark job reads its arguments from the checked request, so runs after it.
     assert dag.get_task("check_request").downstream_task_ids == {"backfill", "validate", "parity"}
     assert dag.get_task("backfill").downstream_task_ids == {"validate"}
     assert dag.get_task("validate").downstream_task_ids == {"parity"}
     assert dag.get_task("backfill").pool == WRITERS_POOL
+
+
+def test_the_nightly_backfill_has_whole_day_intervals_and_no_form(bag):
+    dag = bag.dags["lakehouse_backfill"]
+    # Whole-day data intervals: what `airflow backfill create` hands each run.
+    assert isinstance(dag.timetable, CronDataIntervalTimetable)
+    assert dag.timetable.expression == "0 0 * * *"
+    assert dict(dag.params) == {}
+
+
+def test_the_range_backfill_is_never_scheduled(bag):
+    """Triggering it (which unpauses it) starts that one run and nothing else."""
+    dag = bag.dags["lakehouse_backfill_range"]
+    assert type(dag.timetable).__name__ == "NullTimetable"
+    assert not dag.timetable.can_be_scheduled
 
 
 def params_with(dag_params: ParamsDict, **values: object) -> None:
@@ -194,19 +213,24 @@ def params_with(dag_params: ParamsDict, **values: object) -> None:
     params.validate()
 
 
-def test_backfill_form_accepts_dates_and_rejects_what_the_ui_would(bag):
-    form = bag.dags["lakehouse_backfill"].params
+def test_range_form_accepts_dates_and_rejects_what_the_ui_would(bag):
+    form = bag.dags["lakehouse_backfill_range"].params
     params_with(form, start="2026-11-01", end="2026-11-02", layers=["gold"])
-    params_with(form)  # empty dates: the run's data interval
+    params_with(form, start="2026-11-01", end="2026-11-02")  # layers: both by default
     for bad in (
-        {"start": "2026-13-01"},
-        {"end": "1 Nov 2026"},
-        {"layers": ["bronze"]},
-        {"layers": []},
-        {"layers": ["gold", "gold"]},
+        {},  # no dates: both are required
+        {"start": "2026-11-01"},
+        {"start": "2026-13-01", "end": "2026-11-02"},
+        {"start": "2026-11-01", "end": "1 Nov 2026"},
+        {"start": "2026-11-01", "end": "2026-11-02", "layers": ["bronze"]},
+        {"start": "2026-11-01", "end": "2026-11-02", "layers": []},
+        {"start": "2026-11-01", "end": "2026-11-02", "layers": ["gold", "gold"]},
     ):
         with pytest.raises(ParamValidationError):
             params_with(form, **bad)
+    # The layers are a choice of values (a multi-select in the form), not free text.
+    layers = form.get_param("layers").schema
+    assert layers["examples"] == layers["items"]["enum"] == ["silver", "gold"]
 
 
 def test_maintenance_dag_runs_nightly_in_the_writers_pool_then_validates_whole_tables(bag):

@@ -2,7 +2,7 @@
 
 The module's data root is ingested the production way, on one machine: a
 Spark standalone master and worker, then Airflow's api-server, scheduler and
-dag-processor (the code behind `make spark-cluster-up` and `make airflow-up`,
+dag-processor and triggerer (the code behind `make spark-cluster-up` and `make airflow-up`,
 on free ports) with `spark_default` pointing at the cluster; the incremental
 DAG is triggered through the REST API with a token, and every process started
 is stopped. The other DAGs then run on that root (or copies of it) with
@@ -48,7 +48,14 @@ pytestmark = pytest.mark.slow
 VENV_BIN = Path(sys.executable).parent
 RANGE = ("2026-10-31", "2026-11-02")
 TASKS = {"bronze", "silver", "gold"}
-SERVICES = {"api-server", "scheduler", "dag-processor", "spark-master", "spark-worker"}
+SERVICES = {
+    "api-server",
+    "scheduler",
+    "dag-processor",
+    "triggerer",
+    "spark-master",
+    "spark-worker",
+}
 # Made at run time, so the repository holds no password-like literal.
 WRONG_PASSWORD = {"username": ADMIN, "password": secrets.token_urlsafe(16)}
 
@@ -298,7 +305,7 @@ def test_backfill_dag_recomputes_the_range_and_its_parity_check_agrees(
     by_dag = tmp_path / "dag"
     shutil.copytree(ingested, by_dag)
     form = json.dumps({"start": RANGE[0], "end": RANGE[1], "layers": ["silver", "gold"]})
-    done = dags_test(airflow_env, by_dag, "lakehouse_backfill", "-c", form)
+    done = dags_test(airflow_env, by_dag, "lakehouse_backfill_range", "-c", form)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     log = done.stdout + done.stderr
     assert f"parity {RANGE[0]}..{RANGE[1]}: streaming and batch agree" in log
@@ -322,20 +329,30 @@ def test_backfill_dag_recomputes_the_range_and_its_parity_check_agrees(
 @pytest.mark.parametrize(
     ("form", "message"),
     [
-        ({"start": "2026-11-03", "end": "2026-11-01"}, "start 2026-11-03 is after end 2026-11-01"),
-        ({"start": "2026-11-01"}, "give both a start and an end date, or neither"),
+        (
+            {"start": "2026-11-03", "end": "2026-11-01"},
+            "refused: start 2026-11-03 is after end 2026-11-01",
+        ),
+        ({"start": "2026-11-01"}, "Invalid input for param end"),
         ({"start": "2026-13-01", "end": "2026-11-01"}, "Invalid input for param start"),
     ],
     ids=["start-after-end", "missing-end", "not-a-date"],
 )
-def test_backfill_dag_rejects_a_bad_form_before_spark_starts(airflow_env, tmp_path, form, message):
+def test_range_backfill_rejects_a_bad_form_before_spark_starts(
+    airflow_env, tmp_path, form, message
+):
+    """`airflow dags test -c` creates the run without the api-server (and so without the
+    plugin's check of the form): Airflow checks each field, `check_request` the range,
+    failing with the reason in one line, no traceback."""
     root = tmp_path / "untouched"
-    done = dags_test(airflow_env, root, "lakehouse_backfill", "-c", json.dumps(form))
+    done = dags_test(airflow_env, root, "lakehouse_backfill_range", "-c", json.dumps(form))
     log = done.stdout + done.stderr
     assert done.returncode != 0
-    assert message in log
+    assert message in log, log[-3000:]
     assert "Spark-Submit cmd" not in log and "spark-submit" not in log
     assert not root.exists(), "no job ran, so nothing was written"
+    if "refused" in message:
+        assert "Traceback" not in log, log[-3000:]
 
 
 def test_a_blocked_gate_fails_its_task_at_once_and_the_next_layer_never_runs(
@@ -363,8 +380,12 @@ def test_a_blocked_gate_fails_its_task_at_once_and_the_next_layer_never_runs(
     done = dags_test(airflow_env, root, "lakehouse_incremental", "--mark-success-pattern", skip)
     log = done.stdout + done.stderr
     assert done.returncode != 0
-    assert "blocking data-quality check failed (exit code 3); not retrying" in log, log[-4000:]
-    assert "expect_column_values_to_be_unique(impression_id)" in log
+    assert "1 blocking data-quality check(s) failed (exit code 3); not retrying" in log, log[-4000:]
+    # The explanation once, at ERROR, and no spark-submit failure chained to it.
+    explained = [line for line in log.splitlines() if "blocking check failed: silver/" in line]
+    assert len(explained) == 1 and "error" in explained[0].lower(), explained
+    assert "expect_column_values_to_be_unique(impression_id)" in explained[0]
+    assert "During handling of the above exception" not in log
     assert log.count("Spark-Submit cmd") == 1, "one attempt of silver, nothing more"
     assert "up_for_retry" not in log.lower()
 

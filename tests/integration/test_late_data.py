@@ -57,6 +57,11 @@ def late_lines() -> dict[str, str]:
     return {source: "\n".join(rows) + "\n" for source, rows in lines.items()}
 
 
+def latest_report(root: Path) -> Path:
+    """The JSON summary of the newest run report."""
+    return max((root / "reports" / "runs").glob("*.json"), key=lambda p: p.stat().st_mtime)
+
+
 def versions(root: Path) -> dict[str, int]:
     tables = sorted(p.parent for p in (root / "lakehouse").glob("*/*/_delta_log"))
     return {str(t.relative_to(root)): latest_version(t) for t in tables}
@@ -83,11 +88,34 @@ def test_backfill_pending_recomputes_the_dates_of_late_rows_once(spark, tmp_path
     late_run = run_in_process("run", "--data-root", str(root))
     assert late_run.returncode == 0, late_run.stderr
     assert "late 30," in late_run.stdout  # silver/impressions dropped every one
+    # A warning, not a failure: it names the query, the share and the way back.
+    warning = (
+        "warning  silver/late_drops: no query drops more than 5% of its input as late "
+        "(recover the rows: lakehouse backfill --pending)"
+    )
+    assert warning in late_run.stdout, late_run.stdout
+    assert "silver/impressions dropped 100.0% of its input as late (30 of 30 rows)" in (
+        late_run.stdout
+    )
+    report = json.loads(latest_report(root).read_text())
+    assert report["status"] == "passed with warnings"
+    (late_drops,) = [
+        t for c in report["checks"] for t in c["tables"] if t["table"] == "silver/late_drops"
+    ]
+    assert {f["query"]: f["dropped_late"] for f in late_drops["facts"]}["silver/impressions"] == 30
+    page = latest_report(root).with_suffix(".html").read_text()
+    assert "silver/impressions dropped 100.0% of its input as late" in page
 
     pending = run_in_process("backfill", "--pending", "--data-root", str(root))
     assert pending.returncode == 0, pending.stderr
     assert f"date(s): {LATE_DAY}" in pending.stdout, pending.stdout
     assert "2026-11-02" not in pending.stdout.splitlines()[0]
+    # The backfill's report names the dates and what it wrote to each table.
+    backfill = json.loads(latest_report(root).read_text())
+    assert (backfill["command"], backfill["dates"]) == ("backfill", f"pending: {LATE_DAY}")
+    written = {s["stage"]: sum(s["rows_out"].values()) for s in backfill["stages"]}
+    assert written["silver/impressions"] > 30 and all(s["batch"] for s in backfill["stages"])
+    assert "wrote " in pending.stdout and " in 0 " not in pending.stdout
 
     # The late day now holds what a backfill of everything gives it.
     everything = tmp_path / "everything"

@@ -15,11 +15,10 @@ from jobs.catalog import LAYERS, TABLES_BY_ID
 from jobs.dates import DateRange
 from jobs.drivers.backfill import run_backfill
 from jobs.drivers.closed import applied_watermark
-from jobs.drivers.parity import run_parity
 from jobs.drivers.pipeline import run_layer
 from jobs.generate import GeneratorConfig, generate
 from jobs.schemas import table_schema
-from tests.helpers import TABLE_NAMES, delta_rows, delta_table, settings_for
+from tests.helpers import TABLE_NAMES, delta_rows, delta_table, run_in_process, settings_for
 
 pytestmark = pytest.mark.slow
 DAYS = DateRange(dt.date(2026, 10, 31), dt.date(2026, 11, 3))
@@ -59,11 +58,20 @@ def streamed(spark, tmp_path_factory):
 
 
 def test_parity_command_finds_streaming_and_batch_identical(spark, streamed):
-    results, scratch = run_parity(spark, streamed, DAYS)
-    assert scratch.is_dir()
-    for result in results:
-        assert result.equal, result.summary()
-        assert result.live_rows > 0, result.summary()
+    span = ["--start", str(DAYS.start), "--end", str(DAYS.end)]
+    done = run_in_process("parity", *span, "--data-root", str(streamed.data_root))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"parity {DAYS.start}..{DAYS.end}: streaming and batch agree" in done.stdout
+    # Its report page holds every table's comparison.
+    (report,) = (streamed.reports / "runs").glob("parity-*.json")
+    summary = json.loads(report.read_text())
+    assert summary["status"] == "passed" and summary["dates"] == f"{DAYS.start}..{DAYS.end}"
+    assert {p["table"] for p in summary["parity"]} == {
+        f"{layer}/{name}" for layer, name in TABLE_NAMES
+    }
+    for table in summary["parity"]:
+        assert table["equal"] and table["live_rows"] > 0, table
+    assert report.with_suffix(".html").is_file()
 
 
 def test_one_backfill_equals_many_streaming_runs(spark, streamed, tmp_path):

@@ -72,6 +72,7 @@ def test_compose_file_is_valid_against_the_compose_spec(compose):
         "airflow-apiserver",
         "airflow-scheduler",
         "airflow-dag-processor",
+        "airflow-triggerer",
         "spark-master",
         "spark-worker",
         "kafka",
@@ -104,7 +105,12 @@ def test_airflow_uses_postgres_and_submits_to_the_spark_cluster(compose):
     connection = json.loads(scheduler["AIRFLOW_CONN_SPARK_DEFAULT"])
     assert connection == {"conn_type": "spark", "host": "spark://spark-master:7077"}
     assert "spark://spark-master:7077" in services["spark-worker"]["command"]
-    for name in ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor"):
+    for name in (
+        "airflow-apiserver",
+        "airflow-scheduler",
+        "airflow-dag-processor",
+        "airflow-triggerer",
+    ):
         assert services[name]["depends_on"]["airflow-init"] == {
             "condition": "service_completed_successfully"
         }

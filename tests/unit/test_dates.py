@@ -1,4 +1,4 @@
-"""The backfill DAG's form check: plain Python, before any Spark job starts."""
+"""The backfill DAGs' requests: plain Python, checked before any Spark job starts."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import re
 import pytest
 
 from jobs.cli import build_parser
-from jobs.dates import DateRange, backfill_request, covered_interval
+from jobs.dates import DateRange, backfill_request, nightly_request
 
 DAY = dt.datetime(2026, 11, 5, tzinfo=dt.UTC)
 INTERVAL = (DAY, DAY + dt.timedelta(days=1))
 
 
-def test_form_dates_win_and_give_the_three_commands():
-    request = backfill_request("2026-11-01", "2026-11-03", ["gold"], INTERVAL)
+def test_the_form_gives_the_three_commands():
+    request = backfill_request("2026-11-01", "2026-11-03", ["gold"])
     assert (request.dates.start, request.dates.end) == (dt.date(2026, 11, 1), dt.date(2026, 11, 3))
     commands = request.commands()
     assert commands["backfill"] == [
@@ -25,64 +25,61 @@ def test_form_dates_win_and_give_the_three_commands():
     assert commands["parity"] == ["parity", "--start", "2026-11-01", "--end", "2026-11-03"]
     for arguments in commands.values():  # every command is one the CLI accepts
         build_parser().parse_args(arguments)
-
-
-def test_a_run_with_a_logical_date_covers_its_data_interval_end_exclusive():
-    request = backfill_request(None, None, None, INTERVAL)
-    assert request.dates == DateRange(dt.date(2026, 11, 5), dt.date(2026, 11, 5))
-    assert request.layers == ("silver", "gold")
-    three_days = (DAY, DAY + dt.timedelta(days=3))
-    assert backfill_request(None, None, None, three_days).dates == DateRange(
-        dt.date(2026, 11, 5), dt.date(2026, 11, 7)
-    )
-    # A manual run with a logical date but no schedule interval: that one day.
-    assert backfill_request(None, None, None, (DAY, DAY)).dates == request.dates
+    assert request.describe() == "backfill 2026-11-01..2026-11-03, layers gold"
 
 
 def test_a_range_may_span_years():
-    request = backfill_request("2000-01-01", "2026-11-01", None, None)
+    request = backfill_request("2000-01-01", "2026-11-01", None)
     assert (request.dates.end - request.dates.start).days > 9000
 
 
-def test_manual_runs_cover_their_logical_date_and_the_others_their_interval():
-    assert covered_interval("scheduled", DAY, INTERVAL) == INTERVAL
-    assert covered_interval("backfill", DAY, INTERVAL) == INTERVAL
-    assert covered_interval("manual", DAY, (DAY - dt.timedelta(days=1), DAY)) == (DAY, DAY)
-    assert covered_interval("manual", None, (DAY, DAY)) is None
-
-
 def test_layers_come_back_in_pipeline_order():
-    request = backfill_request("2026-11-01", "2026-11-01", ["gold", "silver"], None)
+    request = backfill_request("2026-11-01", "2026-11-01", ["gold", "silver"])
     assert request.layers == ("silver", "gold")
 
 
 @pytest.mark.parametrize(
-    ("start", "end", "layers", "interval", "message"),
+    ("start", "end", "layers", "message"),
     [
-        ("2026-11-03", "2026-11-01", None, INTERVAL, "start 2026-11-03 is after end 2026-11-01"),
-        ("2026-13-01", "2026-11-01", None, None, "start: not a date (YYYY-MM-DD): '2026-13-01'"),
-        ("2026-11-01", "tomorrow", None, INTERVAL, "end: not a date"),
-        ("2026-11-01", None, None, INTERVAL, "give both a start and an end date, or neither"),
-        (None, None, None, None, "no dates: give a start and an end date"),
-        ("2026-11-01", "2026-11-01", ["bronze"], INTERVAL, "layers: choose from silver, gold"),
-        ("2026-11-01", "2026-11-01", [], INTERVAL, "layers: choose from silver, gold"),
-        (20261101, "2026-11-01", None, INTERVAL, "start: expected a date YYYY-MM-DD, got 20261101"),
+        ("2026-11-03", "2026-11-01", None, "start 2026-11-03 is after end 2026-11-01"),
+        ("2026-13-01", "2026-11-01", None, "start: not a date (YYYY-MM-DD): '2026-13-01'"),
+        ("2026-11-01", "tomorrow", None, "end: not a date"),
+        ("2026-11-01", None, None, "give a start and an end date"),
+        (None, None, None, "give a start and an end date"),
+        ("2026-11-01", "2026-11-01", ["bronze"], "layers: choose from silver, gold"),
+        ("2026-11-01", "2026-11-01", [], "layers: choose from silver, gold"),
+        (20261101, "2026-11-01", None, "start: expected a date YYYY-MM-DD, got 20261101"),
     ],
 )
-def test_a_bad_request_gets_a_clear_message(start, end, layers, interval, message):
+def test_a_bad_form_gets_a_clear_message(start, end, layers, message):
     with pytest.raises(ValueError, match=re.escape(message)):
-        backfill_request(start, end, layers, interval)
+        backfill_request(start, end, layers)
 
 
 def test_the_nightly_run_recomputes_the_pending_dates_and_checks_parity_of_its_day():
-    nightly = backfill_request(None, None, None, INTERVAL, scheduled=True)
-    assert nightly.pending
+    nightly = nightly_request("scheduled", INTERVAL, DAY + dt.timedelta(days=1, minutes=3))
+    assert nightly.pending and nightly.layers == ("silver", "gold")
     commands = nightly.commands()
     assert commands["backfill"] == [
         "backfill", "--pending", "--layer", "silver", "--layer", "gold"
     ]  # fmt: skip
     assert commands["parity"] == ["parity", "--start", "2026-11-05", "--end", "2026-11-05"]
     build_parser().parse_args(commands["backfill"])
-    # Runs with dates (the form), and runs `airflow backfill create` makes, take their range.
-    assert not backfill_request("2026-11-01", "2026-11-02", None, INTERVAL, scheduled=True).pending
-    assert not backfill_request(None, None, None, INTERVAL).pending
+    assert nightly.describe() == "backfill the pending dates, layers silver, gold"
+
+
+def test_a_manual_trigger_of_the_nightly_dag_does_what_the_night_does():
+    # Without a logical date there is no data interval: parity checks the day before.
+    manual = nightly_request("manual", None, DAY + dt.timedelta(hours=9))
+    assert manual.pending
+    assert manual.dates == DateRange(dt.date(2026, 11, 4), dt.date(2026, 11, 4))
+
+
+def test_airflow_backfill_create_runs_recompute_their_data_interval_end_exclusive():
+    request = nightly_request("backfill", INTERVAL, DAY)
+    assert not request.pending
+    assert request.dates == DateRange(dt.date(2026, 11, 5), dt.date(2026, 11, 5))
+    three_days = (DAY, DAY + dt.timedelta(days=3))
+    assert nightly_request("backfill", three_days, DAY).dates == DateRange(
+        dt.date(2026, 11, 5), dt.date(2026, 11, 7)
+    )

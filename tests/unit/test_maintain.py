@@ -30,6 +30,12 @@ def test_only_what_is_older_than_the_retention_goes(settings):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({**summary, "status": "passed", "seconds": 1.0}))
     touch(old_run, 40, now)
+    old_quality = reports / "quality" / "run-old.html"
+    old_dag_run = reports / "dag-runs" / "lakehouse_incremental" / "scheduled__2026-10-01.html"
+    new_quality = reports / "quality" / "run-new.html"
+    touch(old_quality, 40, now)
+    touch(old_dag_run, 40, now)
+    touch(new_quality, 1, now)
     old_page = reports / "data_docs" / "validations" / "silver.clicks" / "r1" / "page.html"
     new_page = reports / "data_docs" / "validations" / "silver.clicks" / "r2" / "page.html"
     touch(old_page, 31, now)
@@ -41,8 +47,9 @@ def test_only_what_is_older_than_the_retention_goes(settings):
 
     expired = expire_reports(settings, keep_days=30, now=now)
 
-    assert (expired.run_pages, expired.data_docs_pages, expired.scratch_folders) == (1, 1, 1)
+    assert (expired.run_pages, expired.data_docs_pages, expired.scratch_folders) == (3, 1, 1)
     assert not old_run.exists() and new_run.exists()
+    assert not old_quality.exists() and not old_dag_run.exists() and new_quality.exists()
     assert not old_page.exists() and not old_page.parent.exists() and new_page.exists()
     assert not old_scratch.exists()
     index = (reports / "index.html").read_text()

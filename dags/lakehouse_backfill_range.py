@@ -1,0 +1,74 @@
+"""Backfill of a date range, from the trigger form: recompute, validate, check parity.
+
+check_request -> backfill -> validate -> parity
+
+Trigger it from the UI (the Trigger button opens the form): a start and an
+end date (UTC, both inclusive) and the layers to recompute. It has no
+schedule: triggering it starts this one run and nothing else. The form is
+checked when you press Trigger (an end before the start is refused there,
+by the lakehouse Airflow plugin, and the run gets the range as its note);
+a run created some other way (`airflow dags trigger -c '{...}'`) is checked
+by `check_request` and fails with a one-line reason before any Spark job.
+
+For the dates that received late data, the nightly `lakehouse_backfill`
+does it on its own; `airflow backfill create` works on that one too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from airflow.sdk import DAG, Param, chain, task
+
+from include.orchestration import DEFAULT_ARGS, TAGS, backfill_tasks, request_commands
+from jobs.catalog import DERIVED_LAYERS
+
+with DAG(
+    dag_id="lakehouse_backfill_range",
+    description="recompute silver and gold for a date range in batch, then validate and diff",
+    schedule=None,
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=1,
+    default_args=DEFAULT_ARGS,
+    tags=[*TAGS, "backfill"],
+    doc_md=__doc__,
+    params={
+        "start": Param(
+            type="string",
+            format="date",
+            title="Start date",
+            description="First event date (UTC), inclusive.",
+        ),
+        "end": Param(
+            type="string",
+            format="date",
+            title="End date",
+            description="Last event date (UTC), inclusive; not before the start.",
+        ),
+        "layers": Param(
+            list(DERIVED_LAYERS),
+            type="array",
+            items={"type": "string", "enum": list(DERIVED_LAYERS)},
+            # A list of examples makes the form a multiple choice, not free text.
+            examples=list(DERIVED_LAYERS),
+            minItems=1,
+            uniqueItems=True,
+            title="Layers",
+            description="Which layers to recompute (gold is computed from bronze as well).",
+        ),
+    },
+):
+
+    @task(multiple_outputs=True, retries=0)
+    def check_request(params: Any = None) -> dict[str, list[str]]:
+        """The range and the commands to run; a one-line reason for a bad form."""
+        from jobs.dates import backfill_request
+
+        return request_commands(
+            lambda: backfill_request(params["start"], params["end"], params["layers"])
+        )
+
+    request = check_request()
+    chain(request, *backfill_tasks(request))

@@ -1,0 +1,158 @@
+"""The lakehouse's Airflow plugin: reports behind Airflow's login, the backfill form's check.
+
+Registered through the `airflow.plugins` entry point of this package
+(pyproject.toml), so every Airflow process of the virtual environment or
+image loads it; `airflow plugins` lists it.
+
+- `/lakehouse/reports/<path>`: the reports folder (run reports, the index,
+  Data Docs), served by the api-server to logged-in users only. A browser
+  will not follow `file://` links from an `http://` page, so this is what the
+  tasks' extra links ("Run report", "Data quality") and the views below open.
+- Views: "Lakehouse reports" in the Browse menu (the index, with its
+  charts), and a "Lakehouse reports" tab on every DAG run (the reports its
+  tasks wrote).
+- A check of the `lakehouse_backfill_range` trigger form before Airflow
+  creates the run: Airflow validates each field on its own, this the range
+  as a whole (an end before the start is refused with the reason, shown in
+  the form), and gives the run a note naming its range and layers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import Depends, FastAPI, HTTPException
+from fastapi.responses import FileResponse, JSONResponse
+
+from include.orchestration.operators import REPORTS_URL, QualityLink, RunReportLink
+from include.orchestration.tasks import settings
+from include.runs import dag_run_page
+from jobs.dates import backfill_request
+
+RANGE_DAG = "lakehouse_backfill_range"
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+def _login_required() -> Any:
+    """The dependency Airflow's own UI pages use: a valid login, any role."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
+    from airflow.api_fastapi.core_api.security import requires_access_view
+
+    return Depends(requires_access_view(AccessView.WEBSITE))
+
+
+def report_file(reports: Path, path: str) -> Path:
+    """The file `path` names inside the reports folder; 404 outside it or if missing."""
+    root = reports.resolve()
+    target = (root / (path or "index.html")).resolve()
+    if not target.is_relative_to(root) or not target.is_file():
+        raise HTTPException(status_code=404, detail=f"no report {path!r}")
+    return target
+
+
+def reports_app() -> FastAPI:
+    app = FastAPI(title="lakehouse reports", docs_url=None, redoc_url=None, openapi_url=None)
+    login = [_login_required()]
+    prefix = REPORTS_URL.removeprefix("/lakehouse")
+
+    @app.get(prefix + "/dag-runs/{dag_id}/{run_id}", dependencies=login)
+    def dag_run_reports(dag_id: str, run_id: str) -> FileResponse:
+        return FileResponse(report_file(settings().reports, dag_run_page(dag_id, run_id)))
+
+    @app.get(prefix + "/{path:path}", dependencies=login)
+    def reports(path: str) -> FileResponse:
+        return FileResponse(report_file(settings().reports, path))
+
+    return app
+
+
+class BackfillFormCheck:
+    """ASGI middleware: checks a `lakehouse_backfill_range` trigger before Airflow sees it."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"].endswith(f"/api/v2/dags/{RANGE_DAG}/dagRuns")
+        ):
+            await self.app(scope, receive, send)
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        body, refusal = checked_trigger(body)
+        if refusal is not None:
+            await JSONResponse({"detail": refusal}, status_code=400)(scope, receive, send)
+            return
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
+        scope = {**scope, "headers": [*headers, (b"content-length", str(len(body)).encode())]}
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def checked_trigger(body: bytes) -> tuple[bytes, str | None]:
+    """The trigger request's body, with a note naming the range, or why it is refused.
+
+    A body that is not a JSON object is passed on untouched: Airflow answers it.
+    """
+    try:
+        payload = json.loads(body or b"{}")
+    except ValueError:
+        return body, None
+    if not isinstance(payload, dict):
+        return body, None
+    form = payload.get("conf") or {}
+    try:
+        request = backfill_request(form.get("start"), form.get("end"), form.get("layers"))
+    except ValueError as error:
+        return body, f"{RANGE_DAG}: {error}"
+    if not payload.get("note"):
+        payload["note"] = request.describe()
+    return json.dumps(payload).encode(), None
+
+
+class LakehousePlugin(AirflowPlugin):
+    name = "lakehouse"
+    fastapi_apps = [  # noqa: RUF012 (Airflow reads these class attributes)
+        {"app": reports_app(), "url_prefix": "/lakehouse", "name": "lakehouse reports"}
+    ]
+    fastapi_root_middlewares = [  # noqa: RUF012
+        {"middleware": BackfillFormCheck, "name": "lakehouse backfill form check"}
+    ]
+    external_views = [  # noqa: RUF012
+        {
+            "name": "Lakehouse reports",
+            "href": f"{REPORTS_URL}/index.html",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "lakehouse-reports",
+        },
+        {
+            "name": "Lakehouse reports",
+            "href": f"{REPORTS_URL}/dag-runs/{{DAG_ID}}/{{RUN_ID}}",
+            "destination": "dag_run",
+        },
+    ]
+    operator_extra_links = [RunReportLink(), QualityLink()]  # noqa: RUF012

@@ -1,0 +1,67 @@
+"""The lakehouse Airflow plugin: registered, serves only the reports folder, checks the range
+form. (The live api-server is exercised in tests/integration/test_airflow_ui.py.)"""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import entry_points
+
+import pytest
+from fastapi import HTTPException
+
+from include.orchestration.plugin import LakehousePlugin, checked_trigger, report_file
+
+
+def test_the_plugin_is_registered_for_airflow_through_the_package_entry_point():
+    (entry,) = [e for e in entry_points(group="airflow.plugins") if e.name == "lakehouse"]
+    assert entry.load() is LakehousePlugin
+    assert {link.name for link in LakehousePlugin.operator_extra_links} == {
+        "Run report",
+        "Data quality",
+    }
+
+
+def body(conf: dict, **extra: object) -> bytes:
+    return json.dumps({"logical_date": None, "conf": conf, **extra}).encode()
+
+
+def test_a_good_range_passes_with_its_note():
+    checked, refusal = checked_trigger(body({"start": "2026-11-01", "end": "2026-11-03"}))
+    assert refusal is None
+    assert json.loads(checked)["note"] == "backfill 2026-11-01..2026-11-03, layers silver, gold"
+    # A note the user wrote is kept.
+    checked, _ = checked_trigger(body({"start": "2026-11-01", "end": "2026-11-01"}, note="mine"))
+    assert json.loads(checked)["note"] == "mine"
+
+
+@pytest.mark.parametrize(
+    ("conf", "reason"),
+    [
+        ({"start": "2026-11-03", "end": "2026-11-01"}, "start 2026-11-03 is after end 2026-11-01"),
+        ({"start": "2026-11-03"}, "give a start and an end date"),
+        ({"start": "2026-11-01", "end": "2026-11-01", "layers": ["bronze"]}, "layers: choose"),
+    ],
+)
+def test_a_bad_range_is_refused_with_the_reason(conf, reason):
+    _, refusal = checked_trigger(body(conf))
+    assert refusal is not None
+    assert refusal.startswith("lakehouse_backfill_range: ") and reason in refusal
+
+
+def test_what_is_not_a_json_object_is_left_to_airflow():
+    for raw in (b"not json", b"[1, 2]"):
+        assert checked_trigger(raw) == (raw, None)
+
+
+def test_only_files_inside_the_reports_folder_are_served(tmp_path):
+    reports = tmp_path / "reports"
+    (reports / "runs").mkdir(parents=True)
+    (reports / "index.html").write_text("index")
+    (reports / "runs" / "r.html").write_text("run")
+    (tmp_path / "secret.txt").write_text("no")
+    assert report_file(reports, "runs/r.html") == (reports / "runs" / "r.html").resolve()
+    assert report_file(reports, "") == (reports / "index.html").resolve()
+    for outside in ("../secret.txt", "runs/../../secret.txt", "runs/missing.html", "runs"):
+        with pytest.raises(HTTPException) as refused:
+            report_file(reports, outside)
+        assert refused.value.status_code == 404
