@@ -33,6 +33,7 @@ from include.orchestration import (
     WRITERS_POOL,
     lakehouse_submit,
     layer_assets,
+    layer_inputs,
 )
 from jobs.catalog import LAYERS
 
@@ -61,6 +62,7 @@ with DAG(
                 layer,
                 ["run", "--layer", layer, *(KAFKA_ARGUMENTS if layer == "bronze" else [])],
                 pool=WRITERS_POOL,
+                inlets=layer_inputs(layer),
                 outlets=layer_assets(layer),
                 execution_timeout=dt.timedelta(minutes=60),
             )

@@ -220,6 +220,36 @@ def unread_commits(path: Root, version: int) -> list[int]:
     )
 
 
+def commit_rows(commit: dict[str, Any]) -> int:
+    """Rows a commit inserted or updated, from Delta's operation metrics (an append's
+    `numOutputRows`, a MERGE's rows inserted and updated)."""
+    metrics = commit.get("operationMetrics") or {}
+    if "numOutputRows" in metrics:
+        return int(metrics["numOutputRows"])
+    return int(metrics.get("numTargetRowsInserted", 0)) + int(
+        metrics.get("numTargetRowsUpdated", 0)
+    )
+
+
+def rows_written(path: Root, since: int | None, version: int) -> int | None:
+    """Rows the commits after version `since` up to `version` inserted or updated, or
+    the table's rows at `version` when `since` is None (all of them new); None when
+    those commits changed no data (there are none, or only compactions, vacuums and
+    empty micro-batches) or the table is empty."""
+    if since is None:
+        rows = _add_actions(path, version).column("num_records").to_pylist()
+        return sum(n or 0 for n in rows) or None
+    table = open_table(path)
+    changes = [
+        commit
+        for commit in table.history(limit=max(table.version() - since, 0))
+        if since < int(commit["version"]) <= version
+        and commit.get("operation") not in _NO_NEW_DATA
+        and not _wrote_no_file(commit)
+    ]
+    return sum(commit_rows(commit) for commit in changes) if changes else None
+
+
 def _wrote_no_file(commit: dict[str, Any]) -> bool:
     """An append of an empty micro-batch (Delta commits it, to record the batch)."""
     metrics = commit.get("operationMetrics") or {}

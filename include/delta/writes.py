@@ -28,7 +28,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from include.delta.log import BACKFILL, STREAM_KEY, columns, is_delta_table, latest_commit
+from include.delta.log import (
+    BACKFILL,
+    STREAM_KEY,
+    columns,
+    commit_rows,
+    is_delta_table,
+    latest_commit,
+)
 from include.errors import LakehouseError
 from include.faults import crash_point
 from include.storage.objects import Root
@@ -303,12 +310,7 @@ def replace_table(df: DataFrame, path: Root, overwrite_schema: bool = False) -> 
 def rows_committed(path: Root) -> int:
     """Rows the table's latest commit inserted or updated (Delta's operation metrics,
     read from the log: a Spark job per commit cost more than the commit of a small batch)."""
-    metrics = latest_commit(path).get("operationMetrics") or {}
-    if "numOutputRows" in metrics:
-        return int(metrics["numOutputRows"])
-    return int(metrics.get("numTargetRowsInserted", 0)) + int(
-        metrics.get("numTargetRowsUpdated", 0)
-    )
+    return commit_rows(latest_commit(path))
 
 
 def append_rows(

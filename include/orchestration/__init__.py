@@ -18,10 +18,12 @@ from include.orchestration.tasks import (
     backfill_tasks,
     lakehouse_submit,
     layer_assets,
+    layer_inputs,
     layer_tables,
     refuse,
     request_commands,
     settings,
+    table_asset,
 )
 
 __all__ = [
@@ -35,8 +37,10 @@ __all__ = [
     "backfill_tasks",
     "lakehouse_submit",
     "layer_assets",
+    "layer_inputs",
     "layer_tables",
     "refuse",
     "request_commands",
     "settings",
+    "table_asset",
 ]

@@ -106,21 +106,81 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
                     f"data, then clear this task. Run report: {report}"
                 ) from None
             raise
+        self.publish_changes(context)
 
-    def blocked_checks(self) -> list[str]:
-        """The failed blocking checks the job's report names (empty if it wrote none)."""
+    def report(self) -> dict[str, Any] | None:
+        """The summary (JSON) of the run report the job wrote, if it wrote one."""
         reports = (self.env_vars or {}).get("LAKEHOUSE_REPORTS_DIR")
         if not reports or not self.lakehouse_run_id:
-            return []
+            return None
         try:
-            summary = json.loads(
+            found = json.loads(
                 (Path(reports) / "runs" / f"{self.lakehouse_run_id}.json").read_text()
             )
         except (OSError, ValueError):
-            return []
-        return [
-            failure
-            for layer in summary.get("checks", [])
-            for table in layer["tables"]
-            for failure in table["failed"]
-        ]
+            return None
+        return found if isinstance(found, dict) else None
+
+    def blocked_checks(self) -> list[str]:
+        """The failed blocking checks the job's report names (empty if it wrote none)."""
+        return [failure for table in checked_tables(self.report()) for failure in table["failed"]]
+
+    def publish_changes(self, context: Any) -> None:
+        """Keep an Asset event for each table the job changed, with its facts, and none
+        for the others.
+
+        Airflow records an event for every Asset in a task's outlets when the task
+        succeeds, reading the outlets then: so the outlets are narrowed here to the
+        tables whose checks saw new data, and each event's `extra` says how many rows
+        were written, at which Delta version, with which data-quality outcome. The
+        outlets the DAG declares stay whole, so the Assets graph keeps its lineage.
+        """
+        if not self.outlets:
+            return
+        report = self.report()
+        if report is None:
+            self.log.warning("no run report to tell which tables changed: an event for each")
+            return
+        changes = table_changes(report, reports_url(f"runs/{self.lakehouse_run_id}.html"))
+        changed = {
+            asset: changes[table]
+            for asset in self.outlets
+            if (table := asset_table(asset)) is not None and table in changes
+        }
+        for asset, facts in changed.items():
+            context["outlet_events"][asset].extra = facts
+        self.log.info(
+            "Asset events for the tables that changed: %s; none for the others: %s",
+            ", ".join(f"{a.name} ({f['rows_written']:,} rows)" for a, f in changed.items())
+            or "none",
+            ", ".join(a.name for a in self.outlets if a not in changed) or "none",
+        )
+        self.outlets = list(changed)
+
+
+def asset_table(asset: Any) -> str | None:
+    """The table an Asset of the lakehouse stands for (`include.orchestration.layer_assets`)."""
+    return (getattr(asset, "extra", None) or {}).get("table")
+
+
+def checked_tables(report: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every table a run report's checks cover, with its version and outcome."""
+    return [table for layer in (report or {}).get("checks", []) for table in layer["tables"]]
+
+
+def table_changes(report: dict[str, Any], report_url: str) -> dict[str, dict[str, Any]]:
+    """Per table whose data the checks found changed: an Asset event's `extra`."""
+    changes = {}
+    for table in checked_tables(report):
+        if table.get("rows_written") is None or table.get("version") is None:
+            continue
+        warnings = len(table["warnings"])
+        changes[table["table"]] = {
+            "rows_written": table["rows_written"],
+            "delta_version": table["version"],
+            "quality": f"passed with {warnings} warning(s)" if warnings else "passed",
+            "checks": f"{table['passed']} of {table['expectations']} expectations met",
+            "run_id": report["run_id"],
+            "report": report_url,
+        }
+    return changes

@@ -65,7 +65,12 @@ def reports_app() -> FastAPI:
 
     @app.get(prefix + "/dag-runs/{dag_id}/{run_id}", dependencies=login)
     def dag_run_reports(dag_id: str, run_id: str) -> FileResponse:
-        return FileResponse(report_file(settings().reports, dag_run_page(dag_id, run_id)))
+        """A DAG run's page: by its file name (the index's links), or by the run id
+        itself (the DAG-run tab's link, `{RUN_ID}`)."""
+        page = f"dag-runs/{dag_id}/{run_id}"
+        if not run_id.endswith(".html"):
+            page = dag_run_page(dag_id, run_id)
+        return FileResponse(report_file(settings().reports, page))
 
     @app.get(prefix + "/{path:path}", dependencies=login)
     def reports(path: str) -> FileResponse:

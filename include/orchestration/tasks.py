@@ -22,7 +22,7 @@ from include.errors import EXIT_USAGE
 from include.settings import Settings
 from include.spark import submit_conf
 from include.storage.objects import S3Path
-from jobs.catalog import bronze_tables, tables_in
+from jobs.catalog import DERIVED_LAYERS, bronze_tables, tables_in
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -66,8 +66,8 @@ def settings() -> Settings:
     return Settings.load(default_data_root=REPO / "data")
 
 
-def layer_assets(layer: str) -> list[Asset]:
-    """One Airflow Asset per table of the layer, named `lakehouse.<layer>.<table>`.
+def table_asset(table: str) -> Asset:
+    """The Airflow Asset of a table, named `lakehouse.<layer>.<table>`.
 
     The URI is the table's folder (`file://` or `s3://`), so lineage tools see the
     Delta table itself.
@@ -75,15 +75,24 @@ def layer_assets(layer: str) -> list[Asset]:
     from airflow.sdk import Asset
 
     root = settings().lakehouse
-    return [
-        Asset(
-            name=f"lakehouse.{table.replace('/', '.')}",
-            uri=(root / table).uri if isinstance(root, S3Path) else f"file://{root / table}",
-            group="lakehouse",
-            extra={"format": "delta", "layer": layer},
-        )
-        for table in layer_tables(layer)
-    ]
+    return Asset(
+        name=f"lakehouse.{table.replace('/', '.')}",
+        uri=(root / table).uri if isinstance(root, S3Path) else f"file://{root / table}",
+        group="lakehouse",
+        extra={"format": "delta", "layer": table.split("/")[0], "table": table},
+    )
+
+
+def layer_assets(*layers: str) -> list[Asset]:
+    """The Assets of the tables the layers' tasks write: their outlets."""
+    return [table_asset(table) for layer in layers for table in layer_tables(layer)]
+
+
+def layer_inputs(layer: str) -> list[Asset]:
+    """The Assets of the tables of other layers that the layer's queries read: its
+    tasks' inlets, which chain the layers' Assets into bronze -> silver -> gold."""
+    read = {source for table in tables_in(layer) for source in table.inputs}
+    return [table_asset(table) for table in sorted(read) if table.split("/")[0] != layer]
 
 
 def lakehouse_submit(task_id: str, arguments: Any, **kwargs: Any) -> LakehouseSubmitOperator:
@@ -116,10 +125,16 @@ def lakehouse_submit(task_id: str, arguments: Any, **kwargs: Any) -> LakehouseSu
 
 
 def backfill_tasks(commands: Any) -> list[LakehouseSubmitOperator]:
-    """backfill -> validate -> parity of a backfill DAG, from its checked request's commands."""
+    """backfill -> validate -> parity of a backfill DAG, from its checked request's commands.
+
+    The backfill recomputes silver and gold from the bronze tables (its inlets); validate
+    checks what it rewrote and, when that passes, updates those tables' Assets.
+    """
     return [
-        lakehouse_submit("backfill", commands["backfill"], pool=WRITERS_POOL),
-        lakehouse_submit("validate", commands["validate"]),
+        lakehouse_submit(
+            "backfill", commands["backfill"], pool=WRITERS_POOL, inlets=layer_inputs("silver")
+        ),
+        lakehouse_submit("validate", commands["validate"], outlets=layer_assets(*DERIVED_LAYERS)),
         lakehouse_submit("parity", commands["parity"]),
     ]
 

@@ -41,7 +41,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from include.delta import append_rows, is_delta_table, latest_version, read_files, read_table
-from include.delta.log import added_file_actions, data_files, file_names, partition_values, query
+from include.delta.log import (
+    added_file_actions,
+    data_files,
+    file_names,
+    partition_values,
+    query,
+    rows_written,
+)
 from include.settings import Settings
 from include.storage.objects import Root
 from jobs.catalog import LAYERS, SOURCES, TABLES_BY_ID, bronze_tables, sql_parameters, tables_in
@@ -124,6 +131,9 @@ class TableCheck:
     seconds: float = 0.0
     # The rows a derived check validated (reconciliation: one per source), for the report.
     facts: list[dict[str, Any]] = field(default_factory=list)
+    # Rows written since `since_version` (all the table's rows without one); None when
+    # nothing changed its data: what the table's Airflow Asset event says.
+    rows_written: int | None = None
 
     @property
     def failures(self) -> list[Outcome]:
@@ -337,6 +347,7 @@ def check_table(
     if whole_table or (since is not None and since > version):
         since = None  # a rebuilt table: check all of it
     check = TableCheck(suite.table, version, since)
+    check.rows_written = None if since == version else rows_written(path, since, version)
     if since == version and not suite.scoped("table", time_dependent_only=True):
         # Unchanged since it passed, and no rule depends on the time: nothing to
         # check, and no Spark job (an empty run's silver and gold need none).

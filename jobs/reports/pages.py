@@ -110,6 +110,7 @@ def summary_data(settings: Settings, outcome: RunOutcome) -> dict[str, Any]:
                         "table": t.table,
                         "version": t.version,
                         "since_version": t.since_version,
+                        "rows_written": t.rows_written,
                         "seconds": round(t.seconds, 2),
                         "passed": sum(o.success for o in t.outcomes),
                         "expectations": len(t.outcomes),

@@ -22,7 +22,7 @@ from include.orchestration import ENTRY_POINT, OWNER, SPARK_CONN_ID, WRITERS_POO
 from include.orchestration.operators import LakehouseSubmitOperator
 from include.settings import Settings
 from include.spark import spark_jars
-from jobs.catalog import LAYERS
+from jobs.catalog import LAYERS, SOURCES
 from jobs.cli import build_parser
 from jobs.quality.validate import DERIVED_CHECKS, LAYER_CHECKS
 from tests.helpers import REPO
@@ -152,6 +152,14 @@ def test_incremental_dag_runs_each_layer_with_its_gate_every_15_minutes(bag):
         # Assets change only when it passed, so data-aware DAGs see validated tables only.
         uris = {asset.uri for asset in stage.outlets}
         assert uris == {f"file://{bag.data_root}/lakehouse/{t}" for t in layer_tables(layer)}
+    # Each layer's inlets are the tables of the layer before it that it reads, so the
+    # Assets chain bronze -> silver -> gold.
+    read = {layer: {a.extra["table"] for a in dag.get_task(layer).inlets} for layer in LAYERS}
+    assert read == {
+        "bronze": set(),
+        "silver": {f"bronze/{source}" for source in SOURCES},
+        "gold": {"silver/ad_attribution", "silver/user_actions"},
+    }
 
 
 def test_bronze_ingests_kafka_when_the_variable_names_brokers(bag, monkeypatch):
@@ -189,6 +197,15 @@ def test_backfill_dags_check_the_request_before_the_spark_jobs(bag, dag_id):
     assert dag.get_task("backfill").downstream_task_ids == {"validate"}
     assert dag.get_task("validate").downstream_task_ids == {"parity"}
     assert dag.get_task("backfill").pool == WRITERS_POOL
+    # The backfill reads bronze; its validate task updates the Assets of what it rewrote.
+    assert {a.extra["table"] for a in dag.get_task("backfill").inlets} == {
+        f"bronze/{source}" for source in SOURCES
+    }
+    assert dag.get_task("backfill").outlets == []
+    assert {a.extra["table"] for a in dag.get_task("validate").outlets} == {
+        *layer_tables("silver"),
+        *layer_tables("gold"),
+    }
 
 
 def test_the_nightly_backfill_has_whole_day_intervals_and_no_form(bag):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import urllib.error
@@ -33,7 +34,8 @@ from tests.helpers import REPO, run_in_process
 pytestmark = pytest.mark.slow
 
 SCREENSHOTS = Path(os.environ.get("LAKEHOUSE_SCREENSHOTS", REPO / "build" / "screenshots"))
-RANGE = {"start": "2026-11-01", "end": "2026-11-01", "layers": ["gold"]}
+# The day the DAG run ingests (generate_day(root, 3)), gold only.
+RANGE = {"start": "2026-11-03", "end": "2026-11-03", "layers": ["gold"]}
 
 
 def free_port() -> int:
@@ -189,6 +191,65 @@ def test_the_dag_run_page_lists_its_tasks_reports_and_the_index_groups_them(live
     index = live.request("GET", "/lakehouse/reports/index.html")
     assert index.status == 200
     assert "<tr class=dagrun><th colspan=7><code>lakehouse_incremental</code>" in index.body
+    # Every link of the index leads to a page the api-server serves.
+    links = set(re.findall(r'href="([^"#]+)"', index.body))
+    assert any(link.startswith("dag-runs/") for link in links), links
+    for link in links:
+        served = live.request("GET", f"/lakehouse/reports/{link}")
+        assert served.status == 200, (link, served.body[:200])
+
+
+def reported_changes(live: LiveAirflow, dag_id: str, run_id: str, task_id: str) -> dict:
+    """Per table the task's run report says changed: its checked version and rows written."""
+    report = live.links(dag_id, run_id, task_id)["Run report"]
+    name = report.rsplit("/", 1)[-1].removesuffix(".html")
+    summary = json.loads((live.root / "reports" / "runs" / f"{name}.json").read_text())
+    return {
+        f"lakehouse.{table['table'].replace('/', '.')}": table
+        for layer in summary["checks"]
+        for table in layer["tables"]
+        if table["rows_written"] is not None
+    }
+
+
+def asset_events(live: LiveAirflow, dag_id: str, run_id: str) -> dict[str, dict]:
+    query = urllib.parse.urlencode({"source_dag_id": dag_id, "source_run_id": run_id})
+    events = live.request("GET", f"/api/v2/assets/events?{query}&limit=100").json()
+    return {event["name"]: event for event in events["asset_events"]}
+
+
+def test_assets_get_an_event_per_changed_table_with_its_facts_and_chain_the_layers(
+    live, incremental
+):
+    run_id = incremental["dag_run_id"]
+    events = asset_events(live, "lakehouse_incremental", run_id)
+    changed = {}
+    for layer in ("bronze", "silver", "gold"):
+        changed.update(reported_changes(live, "lakehouse_incremental", run_id, layer))
+    # One event per table the checks saw change, none for the others; each says what changed.
+    assert set(events) == set(changed)
+    assert "lakehouse.silver.ad_attribution" in events and "lakehouse.gold.user_status" in events
+    for name, event in events.items():
+        facts = event["extra"]
+        assert facts["rows_written"] == changed[name]["rows_written"] > 0, (name, facts)
+        assert facts["delta_version"] == changed[name]["version"], (name, facts)
+        assert facts["quality"] == "passed" or facts["quality"].startswith("passed with"), facts
+        assert facts["report"].endswith(".html"), facts
+    # The Assets page's lineage graph of a gold table reaches back to bronze.
+    gold = live.request("GET", "/api/v2/assets?name_pattern=gold.ad_performance_hourly").json()
+    (asset,) = gold["assets"]
+    graph = live.request(
+        "GET", f"/ui/dependencies?node_id=asset:{asset['id']}&dependency_type=data"
+    ).json()
+    labels = {node["id"]: node["label"] for node in graph["nodes"]}
+    edges = {(labels[e["source_id"]], labels[e["target_id"]]) for e in graph["edges"]}
+    for edge in (
+        ("lakehouse.bronze.impressions", "lakehouse_incremental.silver"),
+        ("lakehouse_incremental.silver", "lakehouse.silver.ad_attribution"),
+        ("lakehouse.silver.ad_attribution", "lakehouse_incremental.gold"),
+        ("lakehouse_incremental.gold", "lakehouse.gold.ad_performance_hourly"),
+    ):
+        assert edge in edges, (edge, sorted(edges))
 
 
 def test_the_reports_route_serves_nothing_outside_the_reports_folder(live, incremental):
@@ -218,12 +279,31 @@ def test_the_range_form_is_refused_before_a_run_is_created(live, form, reason):
 
 
 def test_the_range_backfill_runs_alone_and_names_its_range(live, range_backfill):
-    assert range_backfill["note"] == "backfill 2026-11-01..2026-11-01, layers gold"
+    assert range_backfill["note"] == "backfill 2026-11-03..2026-11-03, layers gold"
     # Triggering it unpaused it, and it has no schedule: this run is its only one, and
     # the nightly backfill (paused) has none.
     for dag_id, runs in (("lakehouse_backfill_range", 1), ("lakehouse_backfill", 0)):
         listed = live.request("GET", f"/api/v2/dags/{dag_id}/dagRuns").json()
         assert listed["total_entries"] == runs, (dag_id, listed)
+
+
+@pytest.mark.full  # the backfill's four tasks: about four minutes
+def test_the_range_backfill_updates_the_assets_of_what_it_rewrote(live, range_backfill):
+    """Its validate task checks the gold tables the backfill rewrote and updates their
+    Assets; the silver ones, not recomputed, get no event."""
+    run_id = range_backfill["dag_run_id"]
+    done = live.wait_for("lakehouse_backfill_range", run_id)
+    tasks = live.request(
+        "GET", f"/api/v2/dags/lakehouse_backfill_range/dagRuns/{run_id}/taskInstances"
+    ).json()["task_instances"]
+    assert {t["task_id"]: t["state"] for t in tasks}["validate"] == "success", (done, tasks)
+    changed = reported_changes(live, "lakehouse_backfill_range", run_id, "validate")
+    events = asset_events(live, "lakehouse_backfill_range", run_id)
+    assert set(events) == set(changed)
+    assert events and all(name.startswith("lakehouse.gold.") for name in events), events
+    for name, event in events.items():
+        assert event["source_task_id"] == "validate"
+        assert event["extra"]["delta_version"] == changed[name]["version"], event
 
 
 def test_screenshots_of_what_a_user_sees(live, incremental, range_backfill):
@@ -287,6 +367,18 @@ def test_screenshots_of_what_a_user_sees(live, incremental, range_backfill):
         assert "lakehouse_incremental" in browser.page_source
         assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart")) == 7  # the trends
         browser.save_screenshot(str(SCREENSHOTS / "4-reports-index.png"))
+
+        # A gold table's Asset: its lineage graph back to bronze, its latest event's facts.
+        gold = live.request("GET", "/api/v2/assets?name_pattern=gold.ad_performance_hourly")
+        browser.get(f"{url}/assets/{gold.json()['assets'][0]['id']}")
+        lineage = (By.XPATH, "//button[normalize-space()='Task Dependencies']")
+        wait.until(expected_conditions.element_to_be_clickable(lineage)).click()
+        for label in ("lakehouse.bronze.impressions", "lakehouse.silver.ad_attribution"):
+            shown = (By.XPATH, f"//*[contains(text(), '{label}')]")
+            wait.until(expected_conditions.visibility_of_element_located(shown))
+        # The whole chain in the picture: React Flow's "fit view" control.
+        browser.find_element(By.CSS_SELECTOR, ".react-flow__controls-fitview").click()
+        browser.save_screenshot(str(SCREENSHOTS / "6-asset-lineage.png"))
 
         # The range form refuses an end before its start, in the form itself.
         browser.get(f"{url}/dags/lakehouse_backfill_range")

@@ -26,7 +26,13 @@ from include.delta import (
     read_table,
     replace_range,
 )
-from include.delta.log import committed_batch, files_added, streams_that_wrote, unread_commits
+from include.delta.log import (
+    committed_batch,
+    files_added,
+    rows_written,
+    streams_that_wrote,
+    unread_commits,
+)
 from include.storage.checkpoints import CheckpointError, guard, latest_versions, record_read
 from tests.helpers import delta_count, delta_rows, delta_table, read_with_pyarrow_only
 
@@ -144,6 +150,29 @@ def test_streams_skip_backfill_and_compaction_commits_and_read_appends_once(spar
     stream_once(spark, source, target, checkpoint, skip_change_commits=True)
     expected = rows(10, 3, 1) + rows(20, 3, 2) + rows(30, 3, 3) + rows(70, 4, 4)
     assert delta_rows(target, SCHEMA.names) == Counter(expected)
+
+
+def test_rows_written_counts_what_commits_changed_and_nothing_for_compactions(spark, tmp_path):
+    """What a table's Asset event says: rows written since a version; None: no data changed."""
+    table = tmp_path / "t"
+    table_with_days(spark, table)  # 9 rows
+    created = DeltaTable(str(table)).version()
+    assert rows_written(table, None, created) == 9  # no version before: all its rows
+    assert rows_written(table, created, created) is None
+    spark.sql(f"OPTIMIZE delta.`{table}`")
+    append(spark.createDataFrame([], SCHEMA), table, ["day"])  # an empty micro-batch
+    assert rows_written(table, created, DeltaTable(str(table)).version()) is None
+    append(spark.createDataFrame(rows(70, 4, 4), SCHEMA), table, ["day"])
+    replace_range(spark.createDataFrame(rows(50, 2, 2), SCHEMA), table, "day", DAY[2], DAY[2])
+    latest = DeltaTable(str(table)).version()
+    assert rows_written(table, created, latest) == 4 + 2
+    assert rows_written(table, created, latest - 1) == 4  # up to the version asked for
+    status = tmp_path / "status"
+    ensure_table(spark, status, STATUS)
+    merge_upsert(spark.createDataFrame([("u1", "a"), ("u2", "a")], STATUS), status, ["user_id"])
+    before = DeltaTable(str(status)).version()
+    merge_upsert(spark.createDataFrame([("u2", "b"), ("u3", "a")], STATUS), status, ["user_id"])
+    assert rows_written(status, before, before + 1) == 2  # one updated, one inserted
 
 
 def test_a_stream_can_start_after_the_latest_version(spark, tmp_path):

@@ -7,7 +7,7 @@ and checks what bronze made of every message: each exactly once in bronze or
 quarantine, traceable to its topic, partition and offset, across runs,
 partitions and SIGKILLs; the same rows and reasons as the same lines read
 from landing files; the ingest ledger reconciled; streaming equal to batch
-downstream; and a topic whose unread messages expired fails with the
+downstream (full tier); and a topic whose unread messages expired fails with the
 documented message.
 """
 
@@ -86,12 +86,13 @@ def assert_reconciled(spark, settings) -> None:
         assert row["lines_read"] == row["bronze_rows"] + row["quarantine_rows"], row
 
 
-def test_each_message_once_across_runs_and_partitions_as_files_would(spark, tmp_path, broker):
+@pytest.fixture(scope="module")
+def ingested_twice(spark, tmp_path_factory, broker) -> tuple[object, Counter]:
     """Two rounds of publishing, each ingested in several micro-batches; the same lines
-    also arrive as landing files, and bronze and quarantine hold both copies alike.
-    Downstream, the streams equal a batch recomputation (parity)."""
-    settings = kafka_settings(tmp_path / "data", broker, "once-", kafka_max_offsets_per_trigger=250)
-    published = Counter()
+    also arrive as landing files. The settings, and the lines published per source."""
+    root = tmp_path_factory.mktemp("once") / "data"
+    settings = kafka_settings(root, broker, "once-", kafka_max_offsets_per_trigger=250)
+    published: Counter = Counter()
     for seed in (31, 32):
         config = GeneratorConfig(events=600, seed=seed, days=2, malformed_rate=0.02, late_rate=0)
         summary = produce(spark, settings, config)
@@ -99,6 +100,12 @@ def test_each_message_once_across_runs_and_partitions_as_files_would(spark, tmp_
         generate(config, settings.landing)  # the same lines, as files
         results = {r.stage: r for r in run_bronze(spark, settings)}
         assert results["bronze/impressions[kafka]"].batches > 1  # several micro-batches
+    return settings, published
+
+
+def test_each_message_once_across_runs_and_partitions_as_files_would(spark, broker, ingested_twice):
+    """Bronze and quarantine hold every message once, and both copies of each line alike."""
+    settings, published = ingested_twice
     # Nothing new: a run reads nothing.
     again = {r.stage: r for r in run_bronze(spark, settings)}
     assert all(r.rows_in == 0 for r in again.values())
@@ -121,7 +128,10 @@ def test_each_message_once_across_runs_and_partitions_as_files_would(spark, tmp_
         assert all(reason for _, reason, _ in quarantine), "each with its reason"
     assert_reconciled(spark, settings)
 
-    # Bronze has nothing new (above): silver and gold stream it, then parity.
+
+@pytest.mark.full  # silver, gold and parity: about 80 s; parity stays in CI (test_parity.py)
+def test_streams_of_kafka_fed_bronze_equal_a_batch_recomputation(spark, ingested_twice):
+    settings, _ = ingested_twice
     layers = ("silver", "gold")
     outcome = run_pipeline(spark, settings, "kafka-parity", echo=lambda line: None, layers=layers)
     assert outcome.status == "passed", outcome.error

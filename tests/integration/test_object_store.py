@@ -1,20 +1,24 @@
 """The lakehouse on an object-store data root: `s3a://` on a real S3 API server.
 
+In every CI run: the writer lock on S3 (a conditional write, a dead writer's
+lock taken over, the lease renewed).
+
 The server is S3Proxy (jars/s3proxy/), started and stopped with the README's
 `make s3-up` / `make s3-down` on a free port, its credentials generated. Every
 command runs as a user runs it, `LAKEHOUSE_DATA_ROOT=s3a://lakehouse/<prefix>`
 and the AWS variables in its environment; nothing of the data root touches
 local disk (the run reports go to LAKEHOUSE_REPORTS_DIR).
 
-The root the module's tests read is built by a crash: `lakehouse generate`
-into the bucket, a `lakehouse run` that SIGKILLs itself inside a seeded Delta
-write of silver or gold, then the rerun. What follows checks it as the crash
+In the full tier (about 4.5 minutes): the root the other tests read is built
+by a crash: `lakehouse generate` into the bucket, a `lakehouse run` that
+SIGKILLs itself inside a seeded Delta write of silver or gold, then the
+rerun. What follows checks it as the crash
 suite does without a second uninterrupted run: every landing line in bronze or
 quarantine exactly once, gold equal to DuckDB's computation from the same
 landing objects (the held-out reference), the tables open with `deltalake`
 from `s3://`, and the landing rules hold for objects (a sub-prefix, another
 file type, an object that is not gzip, an object rewritten after it was
-ingested). Behind `--full`: streaming equal to batch (`lakehouse parity`),
+ingested). Also behind `--full`: streaming equal to batch (`lakehouse parity`),
 the other commands on S3, and the crash suite at full size on S3
 (test_crash_recovery.py).
 """
@@ -152,6 +156,7 @@ def streamed(s3: ObjectStore) -> Streamed:
     return Streamed(root, kill, done.stdout, lines, rewritten)
 
 
+@pytest.mark.full  # the crashed and rerun run on S3: about 4.5 minutes
 def test_a_run_on_s3_puts_every_table_there_and_deltalake_reads_them_from_s3(streamed, s3):
     settings = settings_for(streamed.root)
     assert "tables:      s3a://lakehouse/streamed/lakehouse/" in streamed.rerun_output
@@ -166,6 +171,7 @@ def test_a_run_on_s3_puts_every_table_there_and_deltalake_reads_them_from_s3(str
     assert not (streamed.root / locks.LOCK_FILE).exists()  # released after the run
 
 
+@pytest.mark.full  # the crashed and rerun run on S3: about 4.5 minutes
 def test_after_the_crash_every_landing_line_is_in_bronze_or_quarantine_exactly_once(streamed):
     settings = settings_for(streamed.root)
     for source, spec in SOURCES.items():
@@ -178,6 +184,7 @@ def test_after_the_crash_every_landing_line_is_in_bronze_or_quarantine_exactly_o
         assert all(str(row[-1]).startswith("s3a://lakehouse/streamed/landing/") for row in bronze)
 
 
+@pytest.mark.full  # the crashed and rerun run on S3: about 4.5 minutes
 def test_the_landing_rules_hold_on_s3(streamed):
     """Prefixes and other names are named and never read, an object that is not what its
     name says is one quarantine row, a rewritten object is not read again."""
@@ -197,6 +204,7 @@ def test_the_landing_rules_hold_on_s3(streamed):
         assert not [r for r in rows if any(m in json.dumps(r, default=str) for m in markers)]
 
 
+@pytest.mark.full  # the crashed and rerun run on S3: about 4.5 minutes
 def test_gold_on_s3_agrees_with_duckdb_over_the_same_landing_objects(streamed, tmp_path):
     pytest.importorskip("duckdb")
     copy = tmp_path / "copy"

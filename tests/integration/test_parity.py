@@ -43,7 +43,7 @@ def streamed(spark, tmp_path_factory):
     no late events) split into many small files, fed over two runs of several
     micro-batches each."""
     incoming = tmp_path_factory.mktemp("incoming")
-    generate(GeneratorConfig(events=6000, seed=41, days=2, late_rate=0, file_minutes=30), incoming)
+    generate(GeneratorConfig(events=6000, seed=41, days=2, late_rate=0, file_minutes=60), incoming)
     settings = dataclasses.replace(
         settings_for(tmp_path_factory.mktemp("streamed")), max_files_per_trigger=16
     )
