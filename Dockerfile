@@ -10,7 +10,7 @@ COPY jars/pom.xml /jars/pom.xml
 COPY jars/s3/pom.xml /jars/s3/pom.xml
 COPY jars/s3proxy/pom.xml /jars/s3proxy/pom.xml
 RUN for pom in /jars/pom.xml /jars/s3/pom.xml /jars/s3proxy/pom.xml; do \
-      mvn --batch-mode --quiet -f "$pom" dependency:copy-dependencies -DoutputDirectory=. || exit 1; \
+      mvn --batch-mode --quiet --strict-checksums -f "$pom" dependency:copy-dependencies -DoutputDirectory=. || exit 1; \
     done
 
 FROM python:3.11-slim-bookworm

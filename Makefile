@@ -18,6 +18,11 @@ SPARK_MASTER ?= local[*]
 setup: $(VENV)/.installed jars/.fetched jars/kafka-broker/.fetched jars/s3/.fetched \
 	jars/s3proxy/.fetched $(VENV)/lakehouse-classes.jsa
 
+# Copies a pom's dependencies next to it with the plugin version the pom pins; a jar
+# whose checksum does not match Maven Central's fails the fetch (--strict-checksums).
+FETCH_JARS := mvn --batch-mode --quiet --strict-checksums -Dstyle.color=never \
+	dependency:copy-dependencies -DoutputDirectory=.
+
 # The driver JVM's class-data-sharing archive (include/class_archive.py): the classes
 # a run over a small sample loads, recorded once; every driver JVM after starts faster.
 $(VENV)/lakehouse-classes.jsa: $(VENV)/.installed jars/.fetched
@@ -28,7 +33,7 @@ $(VENV)/lakehouse-classes.jsa: $(VENV)/.installed jars/.fetched
 jars/.fetched: jars/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Spark's Delta jars"; exit 1; }
 	rm -f jars/*.jar
-	mvn --batch-mode --quiet -Dstyle.color=never -f jars/pom.xml dependency:copy-dependencies -DoutputDirectory=.
+	$(FETCH_JARS) -f jars/pom.xml
 	@touch $@
 
 # Apache Kafka's own jars, for the local broker (make kafka-up) and the tests: never
@@ -36,7 +41,7 @@ jars/.fetched: jars/pom.xml
 jars/kafka-broker/.fetched: jars/kafka-broker/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Apache Kafka's jars"; exit 1; }
 	rm -f jars/kafka-broker/*.jar
-	mvn --batch-mode --quiet -Dstyle.color=never -f jars/kafka-broker/pom.xml dependency:copy-dependencies -DoutputDirectory=.
+	$(FETCH_JARS) -f jars/kafka-broker/pom.xml
 	@touch $@
 
 # Spark's S3 connector (hadoop-aws and the AWS SDK bundle), on Spark's classpath only
@@ -44,13 +49,13 @@ jars/kafka-broker/.fetched: jars/kafka-broker/pom.xml
 jars/s3/.fetched: jars/s3/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Spark's S3 connector"; exit 1; }
 	rm -f jars/s3/*.jar
-	mvn --batch-mode --quiet -Dstyle.color=never -f jars/s3/pom.xml dependency:copy-dependencies -DoutputDirectory=.
+	$(FETCH_JARS) -f jars/s3/pom.xml
 	@touch $@
 
 jars/s3proxy/.fetched: jars/s3proxy/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch S3Proxy"; exit 1; }
 	rm -f jars/s3proxy/*.jar
-	mvn --batch-mode --quiet -Dstyle.color=never -f jars/s3proxy/pom.xml dependency:copy-dependencies -DoutputDirectory=.
+	$(FETCH_JARS) -f jars/s3proxy/pom.xml
 	@touch $@
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml

@@ -171,6 +171,9 @@ class Table:
     watermark closes the table's windows: such a table is not a stream of its
     own but written in batch, from that query's table (or from a table that
     query closes too), as the watermark closes its windows (`jobs.drivers.closed`).
+    `first_write_wins`: a row whose keys the table already holds is never
+    written again, however long after the first (the stream's own
+    deduplication forgets a key once the watermark has passed it).
     """
 
     layer: str
@@ -187,6 +190,7 @@ class Table:
     params: Mapping[str, str] = field(default_factory=dict)
     upsert: bool = False
     closed_by: str | None = None
+    first_write_wins: bool = False
 
     @property
     def id(self) -> str:
@@ -226,6 +230,7 @@ def _deduplicated(source: Source) -> Table:
         closing=Closing("final"),
         watermark_sources=(source.name,),
         rules=(source.delay_rule,),
+        first_write_wins=True,
     )
 
 

@@ -12,9 +12,12 @@ image loads it; `airflow plugins` lists it.
   charts), and a "Lakehouse reports" tab on every DAG run (the reports its
   tasks wrote).
 - A check of the `lakehouse_backfill_range` trigger form before Airflow
-  creates the run: Airflow validates each field on its own, this the range
-  as a whole (an end before the start is refused with the reason, shown in
-  the form), and gives the run a note naming its range and layers.
+  creates the run, for a caller Airflow lets trigger it: Airflow validates
+  each field on its own, this the range as a whole (an end before the start,
+  a field of the wrong type, is refused with the reason, shown in the form),
+  and gives the run a note naming its range and layers.
+- Every page served carries a Content-Security-Policy that sandboxes it, runs
+  no script and loads nothing from elsewhere (`REPORT_HEADERS`).
 """
 
 from __future__ import annotations
@@ -58,6 +61,25 @@ def report_file(reports: Path, path: str) -> Path:
     return target
 
 
+# Every page served here is a sandboxed document (an origin of its own, so no
+# cookie or API of Airflow's is within its reach) that runs no script and loads
+# nothing from elsewhere: a value from a landing file can never act, even if a
+# page failed to escape it. Inline styles and pictures stay (the charts).
+REPORT_HEADERS = {
+    "Content-Security-Policy": (
+        "sandbox; default-src 'none'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+def served(file: Path) -> FileResponse:
+    """A report file, with the headers that keep it inert."""
+    return FileResponse(file, headers=REPORT_HEADERS)
+
+
 def reports_app() -> FastAPI:
     app = FastAPI(title="lakehouse reports", docs_url=None, redoc_url=None, openapi_url=None)
     login = [_login_required()]
@@ -70,17 +92,22 @@ def reports_app() -> FastAPI:
         page = f"dag-runs/{dag_id}/{run_id}"
         if not run_id.endswith(".html"):
             page = dag_run_page(dag_id, run_id)
-        return FileResponse(report_file(settings().reports, page))
+        return served(report_file(settings().reports, page))
 
     @app.get(prefix + "/{path:path}", dependencies=login)
     def reports(path: str) -> FileResponse:
-        return FileResponse(report_file(settings().reports, path))
+        return served(report_file(settings().reports, path))
 
     return app
 
 
 class BackfillFormCheck:
-    """ASGI middleware: checks a `lakehouse_backfill_range` trigger before Airflow sees it."""
+    """ASGI middleware: checks a `lakehouse_backfill_range` trigger before Airflow sees it.
+
+    Only a caller Airflow would let trigger the DAG gets an answer from the
+    check; any other request goes on to Airflow untouched, which refuses it
+    (401 or 403) without a word about the DAG or its form.
+    """
 
     def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
         self.app = app
@@ -90,6 +117,7 @@ class BackfillFormCheck:
             scope["type"] == "http"
             and scope["method"] == "POST"
             and scope["path"].endswith(f"/api/v2/dags/{RANGE_DAG}/dagRuns")
+            and await may_trigger(scope)
         ):
             await self.app(scope, receive, send)
             return
@@ -117,10 +145,48 @@ class BackfillFormCheck:
         await self.app(scope, replay, send)
 
 
+def request_token(scope: Scope) -> str | None:
+    """The caller's token, where Airflow's API takes it: the bearer header, else the cookie."""
+    from starlette.requests import HTTPConnection
+
+    connection = HTTPConnection(scope)
+    scheme, _, credentials = connection.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credentials:
+        return credentials
+    return connection.cookies.get("_token")
+
+
+async def may_trigger(scope: Scope) -> bool:
+    """Whether the request's caller may create runs of the range DAG (Airflow's own check)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import (
+        DagAccessEntity,
+        DagDetails,
+    )
+
+    token = request_token(scope)
+    if not token:
+        return False
+    manager = get_auth_manager()
+    try:
+        user = await manager.get_user_from_token(token)
+    except Exception:  # expired, forged or revoked: Airflow answers it
+        return False
+    return bool(
+        manager.is_authorized_dag(
+            method="POST",
+            access_entity=DagAccessEntity.RUN,
+            details=DagDetails(id=RANGE_DAG),
+            user=user,
+        )
+    )
+
+
 def checked_trigger(body: bytes) -> tuple[bytes, str | None]:
     """The trigger request's body, with a note naming the range, or why it is refused.
 
     A body that is not a JSON object is passed on untouched: Airflow answers it.
+    A form field of the wrong type is refused in one line, as a bad date is.
     """
     try:
         payload = json.loads(body or b"{}")
@@ -130,7 +196,14 @@ def checked_trigger(body: bytes) -> tuple[bytes, str | None]:
         return body, None
     form = payload.get("conf") or {}
     try:
-        request = backfill_request(form.get("start"), form.get("end"), form.get("layers"))
+        if not isinstance(form, dict):
+            raise ValueError(f"conf: expected an object, got {type(form).__name__}")
+        layers = form.get("layers")
+        if layers is not None and not (
+            isinstance(layers, list) and all(isinstance(layer, str) for layer in layers)
+        ):
+            raise ValueError(f"layers: expected a list of layer names, got {layers!r}")
+        request = backfill_request(form.get("start"), form.get("end"), layers)
     except ValueError as error:
         return body, f"{RANGE_DAG}: {error}"
     if not payload.get("note"):

@@ -5,17 +5,19 @@
 Spark's text reader fails the whole micro-batch on a corrupt or truncated
 gzip file, with no error of its own that names the file; and Hadoop's line
 reader holds a line in memory whatever its length, so a small gzip file that
-decompresses to gigabytes without a newline (a gzip bomb) runs the JVM out of
-memory. `ignoreCorruptFiles` would skip the damage silently, which the
-contract forbids. So bronze lists each micro-batch's new files first and
-vets every gzip file here, decompressing it as a stream in constant memory:
+decompresses to gigabytes without a newline (a gzip bomb), or a plain file of
+gigabytes without one, runs the JVM out of memory. `ignoreCorruptFiles`
+would skip the damage silently, which the contract forbids. So bronze lists
+each micro-batch's new files first and vets every gzip file (and every plain
+file large enough to matter) here, reading it as a stream in constant memory:
 only files that pass are handed to Spark, and a file that does not becomes one
 quarantine row saying why (`unreadable_file_reason`). None of its lines is
 ingested: the sender re-delivers the file repaired under a new name, and the
 lines before the damage would then arrive twice.
 
-Plain files are not read twice: their bytes are what Spark reads, and the
-line-size rule applies to them as to every line.
+A plain file is vetted only if it is larger than the longest line Spark may
+hold (64 MiB): a smaller one is not read twice, and the line-size rule
+rejects each of its long lines on its own.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from pyspark.sql import functions as F
@@ -55,9 +57,9 @@ LANDING_SUFFIXES = (".json", ".jsonl", ".gz")
 LANDING_FILES = "*.{" + ",".join(suffix[1:] for suffix in LANDING_SUFFIXES) + "}"
 GZIP_SUFFIX = ".gz"
 UNREADABLE = "unreadable file"
-# A decompressed line longer than this makes a gzip file unreadable: Spark
+# A line longer than this (after decompression) makes a file unreadable: Spark
 # would hold the whole line in memory before the line-size rule could reject it.
-MAX_DECOMPRESSED_LINE_BYTES = 64 * 1024 * 1024
+MAX_READ_LINE_BYTES = 64 * 1024 * 1024
 _CHUNK_BYTES = 1024 * 1024
 # What java.net.URI leaves unquoted in a path: unreserved and punctuation characters.
 _URI_PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_-!.~'()*,;:$&+=/@")
@@ -289,30 +291,33 @@ def unreadable_files(uris: list[str], max_line_bytes: int, root: Root) -> dict[s
 def unreadable_file_reason(path: Root, max_line_bytes: int) -> str | None:
     """Why Spark must not read `path`, as a quarantine reason, or None when it may.
 
-    Only gzip files are checked: decompressed chunk by chunk to the end (so a
-    truncated stream, a bad checksum or bytes that are not gzip at all are
-    found), keeping no more than the length of the current line.
+    A gzip file is decompressed chunk by chunk to the end (so a truncated
+    stream, a bad checksum or bytes that are not gzip at all are found),
+    keeping no more than the length of the current line. A plain file is read
+    the same way if it is large enough to hold a line over the limit; a
+    smaller one cannot, and costs nothing.
     """
-    if not path.name.endswith(GZIP_SUFFIX):
-        return None
-    line_limit = max(MAX_DECOMPRESSED_LINE_BYTES, max_line_bytes)
+    line_limit = max(MAX_READ_LINE_BYTES, max_line_bytes)
+    compressed = path.name.endswith(GZIP_SUFFIX)
     try:
-        with (
-            path.open_binary() if isinstance(path, S3Path) else open(path, "rb") as raw,
-            gzip.GzipFile(fileobj=raw, mode="rb") as stream,
-        ):
-            too_long = _has_line_longer_than(stream, line_limit)
+        if not compressed and path.stat().st_size <= line_limit:
+            return None
+        with path.open_binary() if isinstance(path, S3Path) else open(path, "rb") as raw:
+            if compressed:
+                with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
+                    too_long = _has_line_longer_than(stream, line_limit)
+            else:
+                too_long = _has_line_longer_than(raw, line_limit)
     except (OSError, EOFError, zlib.error) as error:
-        return f"{UNREADABLE}: corrupt or truncated gzip ({error})"
+        what = "corrupt or truncated gzip" if compressed else "read error"
+        return f"{UNREADABLE}: {what} ({error})"
     if too_long:
-        return (
-            f"{UNREADABLE}: a line longer than {line_limit:,} bytes after decompression "
-            "(a gzip bomb?)"
-        )
+        after = " after decompression (a gzip bomb?)" if compressed else ""
+        return f"{UNREADABLE}: a line too long, over {line_limit:,} bytes{after}"
     return None
 
 
-def _has_line_longer_than(stream: gzip.GzipFile, limit: int) -> bool:
+def _has_line_longer_than(stream: IO[bytes] | gzip.GzipFile, limit: int) -> bool:
     """Read `stream` to its end (or to the first line over `limit`), a chunk at a time.
 
     Only the length of the line still open at the end of a chunk is kept: a

@@ -144,12 +144,16 @@ def write_table(spark: SparkSession, settings: Settings, table: Table) -> StageR
 
     The query is built only if it has new input to read. Tables with a date
     column are partitioned by it; `upsert` tables MERGE on their keys (update
-    output mode). The first run of a stream `lakehouse recover` restarted
-    reads its sources whole, to rebuild its state, and writes only rows whose
-    keys the backfill did not write.
+    output mode). A `first_write_wins` table (deduplicated events) takes only
+    rows whose keys it does not hold yet (a MERGE that inserts), so a copy of
+    an event arriving after the watermark has passed the first is not a
+    second row. So does the first run of a stream `lakehouse recover`
+    restarted: it reads its sources whole, to rebuild its state, and writes
+    only rows whose keys the backfill did not write.
     """
     checkpoint = settings.checkpoint(table.layer, table.name)
     rebuilt = bool(read_sidecar(checkpoint).get(REBUILT_BY_BACKFILL))
+    insert_new = (table.first_write_wins or rebuilt) and not table.upsert
     sink = StreamSink(
         spark,
         settings.table(table.layer, table.name),
@@ -157,7 +161,7 @@ def write_table(spark: SparkSession, settings: Settings, table: Table) -> StageR
         checkpoint,
         partition_by=list(table.partition_by),
         merge_keys=list(table.keys) if table.upsert else [],
-        insert_new_keys=list(table.keys) if rebuilt and not table.upsert else [],
+        insert_new_keys=list(table.keys) if insert_new else [],
     )
     source_paths = [settings.table(*source.split("/")) for source in table.inputs]
     read_before = read_sidecar(checkpoint).get("read_versions", {})

@@ -10,16 +10,21 @@ reviewed and versioned with the code. Each expectation states two things:
 
 The GX context is ephemeral and built on first use, never at import: importing
 GX alone takes about 3 s, and the data root (where Data Docs go) is only known
-at run time. Data Docs are written to `reports/data_docs/`.
+at run time. Data Docs are written to `reports/data_docs/`, made inert
+(`_inert`, `_without_scripts`): GX 1.24 writes a failed expectation's sample
+values into its pages as markup, and its pages load scripts from public CDNs.
 """
 
 from __future__ import annotations
 
+import copy
+import html
 import json
 import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,6 +203,37 @@ def _text(value: Any) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
+def _inert(value: Any) -> Any:
+    """`value` with every string in it HTML-escaped, keys included.
+
+    For the validation results Data Docs are rendered from: GX's table
+    template puts a sample value into the page as it is (its Jinja autoescape
+    does not cover its `.j2` templates), and a value from a landing file may
+    be markup. A value GX does escape shows escaped twice: still text.
+    """
+    if isinstance(value, str):
+        return html.escape(value)
+    if isinstance(value, list | tuple):
+        return [_inert(item) for item in value]
+    if isinstance(value, dict):
+        return {_inert(key): _inert(item) for key, item in value.items()}
+    return value
+
+
+# GX's own script elements: CDN libraries (jQuery, Bootstrap, Vega, unpkg) and the
+# inline code that needs them. A report page runs no script.
+_SCRIPT = re.compile(r"<script\b[^>]*>.*?</script\s*>", re.IGNORECASE | re.DOTALL)
+_REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref=[\"']?(?:https?:)?//[^>]*>", re.IGNORECASE)
+
+
+def _without_scripts(page: str) -> str:
+    """A Data Docs page without scripts or stylesheets from elsewhere; what stays is static.
+
+    Data values in it are escaped (`_inert`), so no `<` of theirs is seen here.
+    """
+    return _REMOTE_LINK.sub("", _SCRIPT.sub("", page))
+
+
 @dataclass
 class QualityGate:
     """Runs suites on DataFrames and renders Data Docs; one per process."""
@@ -342,7 +378,18 @@ class QualityGate:
                     docs_page=page,
                 )
             )
+        if not result.success:
+            self._store_inert(identifier, run)
         return outcomes
+
+    def _store_inert(self, identifier: Any, run: Any) -> None:
+        """Keep the failed validation's results for Data Docs with their values escaped."""
+        inert = copy.deepcopy(run)
+        for item in inert.results:
+            item.result = _inert(item.result or {})
+            if item.exception_info:
+                item.exception_info = _inert(item.exception_info)
+        self._gx().validation_results_store.set(identifier, inert)
 
     @staticmethod
     def _unexpected_rows(frame: DataFrame, query: str) -> list[Any]:
@@ -364,6 +411,10 @@ class QualityGate:
         if self._context is None:
             return None
         if self._docs_stale:
+            started = time.time()
             self._context.build_data_docs(site_names=[DOCS_SITE])
             self._docs_stale = False
+            for page in self.docs_dir.rglob("*.html"):
+                if page.stat().st_mtime >= started - 1:
+                    page.write_text(_without_scripts(page.read_text()))
         return self.docs_dir / "index.html"

@@ -25,7 +25,9 @@ def dedupe_events(source: str) -> Callable[[DataFrame], DataFrame]:
 
     Streaming: ids are remembered until the watermark passes the event
     (dropDuplicatesWithinWatermark); events older than the watermark are
-    dropped and counted by Spark. Batch: the earliest ingested copy.
+    dropped and counted by Spark. A copy arriving after that is left out by
+    the write, which inserts only ids the table does not hold (the catalog's
+    `first_write_wins`). Batch: the earliest ingested copy.
     """
     spec = SOURCES[source]
     key = spec.key

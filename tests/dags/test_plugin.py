@@ -3,13 +3,20 @@ form. (The live api-server is exercised in tests/integration/test_airflow_ui.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from importlib.metadata import entry_points
 
 import pytest
 from fastapi import HTTPException
 
-from include.orchestration.plugin import LakehousePlugin, checked_trigger, report_file
+from include.orchestration.plugin import (
+    BackfillFormCheck,
+    LakehousePlugin,
+    checked_trigger,
+    report_file,
+    served,
+)
 
 
 def test_the_plugin_is_registered_for_airflow_through_the_package_entry_point():
@@ -21,7 +28,7 @@ def test_the_plugin_is_registered_for_airflow_through_the_package_entry_point():
     }
 
 
-def body(conf: dict, **extra: object) -> bytes:
+def body(conf: object, **extra: object) -> bytes:
     return json.dumps({"logical_date": None, "conf": conf, **extra}).encode()
 
 
@@ -40,12 +47,48 @@ def test_a_good_range_passes_with_its_note():
         ({"start": "2026-11-03", "end": "2026-11-01"}, "start 2026-11-03 is after end 2026-11-01"),
         ({"start": "2026-11-03"}, "give a start and an end date"),
         ({"start": "2026-11-01", "end": "2026-11-01", "layers": ["bronze"]}, "layers: choose"),
+        ({"start": "2026-11-01", "end": "2026-11-01", "layers": 5}, "layers: expected a list"),
+        ({"start": "2026-11-01", "end": "2026-11-01", "layers": [5]}, "layers: expected a list"),
+        ({"start": 20261101, "end": "2026-11-01"}, "start: expected a date"),
+        (["2026-11-01"], "conf: expected an object, got list"),
     ],
 )
 def test_a_bad_range_is_refused_with_the_reason(conf, reason):
     _, refusal = checked_trigger(body(conf))
     assert refusal is not None
     assert refusal.startswith("lakehouse_backfill_range: ") and reason in refusal
+
+
+def test_a_caller_without_a_token_passes_to_airflow_unread():
+    """The form check answers only callers Airflow lets trigger the DAG: the others'
+    requests go on to Airflow (which refuses them) with their bodies unread."""
+    passed = []
+
+    async def airflow(scope, receive, send):
+        passed.append(scope["path"])
+
+    async def receive():
+        raise AssertionError("the body of an unauthenticated request was read")
+
+    check = BackfillFormCheck(airflow)
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/api/v2/dags/lakehouse_backfill_range/dagRuns",
+        "headers": [(b"content-type", b"application/json")],
+    }
+    asyncio.run(check(scope, receive, None))
+    assert passed == [scope["path"]]
+
+
+def test_served_pages_are_sandboxed_and_not_sniffed(tmp_path):
+    page = tmp_path / "r.html"
+    page.write_text("<p>x</p>")
+    headers = served(page).headers
+    policy = headers["content-security-policy"]
+    assert policy.startswith("sandbox;") and "default-src 'none'" in policy
+    assert "script-src" not in policy and "http" not in policy
+    assert headers["x-content-type-options"] == "nosniff"
 
 
 def test_what_is_not_a_json_object_is_left_to_airflow():

@@ -48,6 +48,7 @@ def free_port() -> int:
 class Response:
     status: int
     body: str
+    headers: dict[str, str]
 
     def json(self) -> dict:
         return json.loads(self.body)
@@ -62,21 +63,21 @@ class LiveAirflow:
     def request(
         self, method: str, path: str, body: object = None, token: str | None = None
     ) -> Response:
-        """An HTTP request to the api-server, with the admin's token unless told otherwise."""
+        """An HTTP request to the api-server, with the admin's token unless told otherwise
+        (`token=""`: no credentials at all)."""
+        token = self.token if token is None else token
         request = urllib.request.Request(  # noqa: S310 (http to the local api-server)
             path if path.startswith("http") else f"{self.airflow.url}{path}",
             method=method,
             data=None if body is None else json.dumps(body).encode(),
-            headers={
-                "Content-Type": "application/json",
-                "Authorization": f"Bearer {self.token if token is None else token}",
-            },
+            headers={"Content-Type": "application/json"}
+            | ({"Authorization": f"Bearer {token}"} if token else {}),
         )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (local)
-                return Response(response.status, response.read().decode())
+                return Response(response.status, response.read().decode(), dict(response.headers))
         except urllib.error.HTTPError as error:
-            return Response(error.code, error.read().decode())
+            return Response(error.code, error.read().decode(), dict(error.headers))
 
     def trigger(self, dag_id: str, conf: dict | None = None) -> Response:
         self.request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
@@ -252,6 +253,26 @@ def test_assets_get_an_event_per_changed_table_with_its_facts_and_chain_the_laye
         assert edge in edges, (edge, sorted(edges))
 
 
+def test_report_pages_and_data_docs_are_served_sandboxed_without_scripts(live, incremental):
+    docs = sorted((live.root / "reports" / "data_docs" / "validations").rglob("*.html"))
+    assert docs, "no Data Docs validation page"
+    report = live.links("lakehouse_incremental", incremental["dag_run_id"], "silver")
+    for path in (
+        report["Run report"],
+        report["Data quality"],
+        "/lakehouse/reports/index.html",
+        "/lakehouse/reports/" + docs[0].relative_to(live.root / "reports").as_posix(),
+    ):
+        page = live.request("GET", path)
+        assert page.status == 200, (path, page.body[:200])
+        headers = {name.lower(): value for name, value in page.headers.items()}
+        assert headers["content-type"].startswith("text/html"), (path, headers)
+        assert headers["x-content-type-options"] == "nosniff"
+        policy = headers["content-security-policy"]
+        assert policy.startswith("sandbox;") and "default-src 'none'" in policy, policy
+        assert "<script" not in page.body.lower(), path
+
+
 def test_the_reports_route_serves_nothing_outside_the_reports_folder(live, incremental):
     for path in ("%2e%2e/%2e%2e/airflow/secrets/admin-password", "..%2f..%2fairflow.cfg"):
         assert live.request("GET", f"/lakehouse/reports/{path}").status == 404
@@ -263,8 +284,9 @@ def test_the_reports_route_serves_nothing_outside_the_reports_folder(live, incre
         ({"start": "2026-11-02", "end": "2026-11-01"}, "start 2026-11-02 is after end 2026-11-01"),
         ({"start": "2026-11-01"}, "give a start and an end date"),
         ({"start": "2026-11-01", "end": "2026-11-01", "layers": ["bronze"]}, "layers: choose"),
+        ({"start": "2026-11-01", "end": "2026-11-01", "layers": 5}, "layers: expected a list"),
     ],
-    ids=["end-before-start", "no-end", "unknown-layer"],
+    ids=["end-before-start", "no-end", "unknown-layer", "layers-not-a-list"],
 )
 def test_the_range_form_is_refused_before_a_run_is_created(live, form, reason):
     runs = "/api/v2/dags/lakehouse_backfill_range/dagRuns"
@@ -276,6 +298,10 @@ def test_the_range_form_is_refused_before_a_run_is_created(live, form, reason):
         or reason in (refused.json()["detail"])
     )
     assert live.request("GET", runs).json()["total_entries"] == before
+    # Without credentials the form is not looked at: Airflow refuses, naming nothing.
+    anonymous = live.request("POST", runs, {"logical_date": None, "conf": form}, token="")
+    assert anonymous.status == 401, anonymous.body
+    assert "lakehouse_backfill_range" not in anonymous.body and reason not in anonymous.body
 
 
 def test_the_range_backfill_runs_alone_and_names_its_range(live, range_backfill):

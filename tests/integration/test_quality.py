@@ -8,6 +8,7 @@ through delta-rs), and validates the layer.
 from __future__ import annotations
 
 import datetime as dt
+import html
 import json
 import os
 import re
@@ -262,6 +263,30 @@ def test_each_defect_fails_its_blocking_expectation(spark, clean, tmp_path, defe
     found = failure.unexpected_count if failure.unexpected_count is not None else failure.observed
     assert str(found) == str(unexpected)
     assert outcome.status == "failed checks"
+
+
+MARKUP = ("<img src=x onerror=alert(document.domain)>", "<script>alert(1)</script>")
+
+
+def test_data_docs_show_landing_markup_as_text_and_load_no_script(spark, clean, tmp_path):
+    """A failed check's sample values reach Data Docs (GX's table template would put
+    them in as markup); every page is left without a script or a stylesheet from elsewhere."""
+    settings = copy_tables(clean[0], tmp_path)
+    impressions = settings.table("silver", "impressions")
+    for marked in MARKUP:  # each id twice: the uniqueness check fails and samples them
+        append_rows_like(impressions, lambda r, m=marked: {**r, "impression_id": m}, count=2)
+    outcome = validate_tables(spark, settings, ["silver"], echo=lambda line: None)
+    (failure,) = [o for c in outcome.checks for o in c.failures if o.table == "silver/impressions"]
+    assert set(MARKUP) <= set(failure.sample)  # our own record keeps the values as they are
+    page = failure.docs_page.read_text()
+    for marked in MARKUP:
+        assert html.escape(marked) in page
+    pages = list((settings.reports / "data_docs").rglob("*.html"))
+    assert pages
+    for path in pages:
+        text = path.read_text()
+        assert not any(marked in text for marked in MARKUP), path
+        assert not re.search(r"<script|<link[^>]+href=[\"']?(https?:)?//", text, re.I), path
 
 
 def test_a_warning_is_reported_and_does_not_fail(spark, clean, tmp_path):

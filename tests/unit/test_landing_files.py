@@ -1,4 +1,4 @@
-"""Vetting landing files before Spark reads them: damaged gzip and gzip bombs."""
+"""Vetting landing files before Spark reads them: damaged gzip, gzip bombs, overlong lines."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from include.storage.landing import MAX_DECOMPRESSED_LINE_BYTES, unreadable_file_reason
+from include.storage.landing import MAX_READ_LINE_BYTES, unreadable_file_reason
 
 LINES = b"".join(b'{"n":%d}\n' % i for i in range(20_000))
 MAX_LINE = 1024 * 1024
@@ -57,7 +57,7 @@ def _bomb(decompressed_bytes: int, piece: bytes) -> bytes:
 
 def test_a_gzip_bomb_is_refused_in_constant_memory(tmp_path):
     path = tmp_path / "bomb.jsonl.gz"
-    path.write_bytes(_bomb(MAX_DECOMPRESSED_LINE_BYTES * 4, b"\0"))
+    path.write_bytes(_bomb(MAX_READ_LINE_BYTES * 4, b"\0"))
     assert path.stat().st_size < 1024 * 1024
     tracemalloc.start()
     try:
@@ -65,18 +65,39 @@ def test_a_gzip_bomb_is_refused_in_constant_memory(tmp_path):
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert reason is not None and "a line longer than 67,108,864 bytes" in reason
+    assert reason is not None and "a line too long, over 67,108,864 bytes" in reason
     assert peak < 8 * 1024 * 1024
 
 
 def test_many_short_lines_are_not_a_bomb(tmp_path):
     path = tmp_path / "big.jsonl.gz"
-    path.write_bytes(_bomb(MAX_DECOMPRESSED_LINE_BYTES + 2 * 1024 * 1024, b"{}\n"))
+    path.write_bytes(_bomb(MAX_READ_LINE_BYTES + 2 * 1024 * 1024, b"{}\n"))
     assert unreadable_file_reason(path, MAX_LINE) is None
 
 
 def test_the_line_limit_follows_a_larger_configured_line_size(tmp_path):
     path = tmp_path / "long.jsonl.gz"
-    path.write_bytes(_bomb(MAX_DECOMPRESSED_LINE_BYTES + 2 * 1024 * 1024, b"x"))
+    path.write_bytes(_bomb(MAX_READ_LINE_BYTES + 2 * 1024 * 1024, b"x"))
     assert unreadable_file_reason(path, MAX_LINE) is not None
-    assert unreadable_file_reason(path, MAX_DECOMPRESSED_LINE_BYTES * 2) is None
+    assert unreadable_file_reason(path, MAX_READ_LINE_BYTES * 2) is None
+
+
+def test_a_plain_file_with_a_line_over_the_limit_is_refused_in_constant_memory(tmp_path):
+    path = tmp_path / "one-line.jsonl"
+    with path.open("wb") as file:  # sparse: 2.3 GB of zero bytes, no newline
+        file.truncate(2_300_000_000)
+    tracemalloc.start()
+    try:
+        reason = unreadable_file_reason(path, MAX_LINE)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert reason == "unreadable file: a line too long, over 67,108,864 bytes"
+    assert peak < 8 * 1024 * 1024
+
+
+def test_a_large_plain_file_of_short_lines_is_readable(tmp_path):
+    path = tmp_path / "large.jsonl"
+    path.write_bytes(LINES * (MAX_READ_LINE_BYTES // len(LINES) + 2))
+    assert path.stat().st_size > MAX_READ_LINE_BYTES
+    assert unreadable_file_reason(path, MAX_LINE) is None
