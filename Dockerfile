@@ -24,7 +24,7 @@ RUN useradd --create-home --uid 1000 lakehouse \
     && chown lakehouse:lakehouse /data /opt/airflow
 WORKDIR /opt/lakehouse
 COPY requirements.txt pyproject.toml README.md ./
-RUN pip install --no-cache-dir -r requirements.txt
+RUN pip install --no-cache-dir --require-hashes -r requirements.txt
 COPY include ./include
 COPY jobs ./jobs
 COPY dags ./dags

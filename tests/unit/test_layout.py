@@ -67,7 +67,8 @@ def test_the_production_image_ships_neither_dev_tools_nor_tests():
     runtime = (REPO / "requirements.txt").read_text().lower()
     for tool in ("pytest", "ruff", "mypy", "hypothesis"):
         assert f"\n{tool}==" not in runtime, f"{tool} is a development tool"
-    assert "-r requirements.txt" in (REPO / "requirements-dev.txt").read_text()
+    # The development lock is resolved under the runtime lock's versions.
+    assert "-c requirements.txt" in (REPO / "requirements-dev.txt").read_text()
 
 
 def test_every_package_declares_its_public_modules():

@@ -17,21 +17,27 @@ def pins(path: str) -> dict[str, str]:
     return found
 
 
-def test_lock_pins_every_package_exactly_and_agrees_with_the_top_level_pins():
+def requirement_lines(path: str) -> list[str]:
+    """The package lines of a lock (`name==version \\`), without hashes and comments."""
+    lines = [line.split("#")[0].strip() for line in (REPO / path).read_text().splitlines()]
+    return [line.removesuffix("\\").strip() for line in lines if line and line[0].isalnum()]
+
+
+def test_locks_pin_every_package_exactly_with_hashes_and_agree_with_the_top_level_pins():
     lock = pins("requirements.txt")
-    tools = pins("requirements-dev.txt")
+    everything = pins("requirements-dev.txt")
     for path in ("requirements.txt", "requirements-dev.txt"):
-        lines = [
-            line
-            for line in (REPO / path).read_text().splitlines()
-            if line and not line.startswith(("#", "-r "))
-        ]
-        assert all("==" in line for line in lines), f"{path}: every package has an exact version"
-    assert not set(lock) & set(tools), "a package is pinned once"
+        lines = requirement_lines(path)
+        assert lines and all("==" in line for line in lines), f"{path}: exact versions"
+        text = (REPO / path).read_text()
+        # Every package line is followed by its hashes: pip installs in hash-checking mode.
+        assert text.count("==") == len(re.findall(r"==\S+ \\\n\s+--hash=sha256:", text)), path
+    # The development environment runs the runtime at the runtime lock's versions.
+    assert {name: everything.get(name) for name in lock} == lock
     for name, version in pins("requirements.in").items():
         assert lock.get(name) == version, name
     for name, version in pins("requirements-dev.in").items():
-        assert tools.get(name) == version, name
+        assert everything.get(name) == version, name
     # pyspark-client installs into pyspark/: a mismatch silently breaks pandas UDFs.
     assert lock["pyspark"] == lock["pyspark-client"]
 

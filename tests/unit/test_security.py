@@ -104,7 +104,7 @@ def test_the_secret_patterns_find_what_they_look_for():
 
 def test_every_dependency_is_pinned_to_one_version():
     lines = (REPO / "requirements.txt").read_text().splitlines()
-    requirements = [line.split("#")[0].strip() for line in lines]
+    requirements = [line.split("#")[0].strip().removesuffix("\\").strip() for line in lines]
     requirements = [line for line in requirements if line and not line.startswith("-")]
     assert requirements
     loose = [
@@ -176,3 +176,20 @@ def test_make_audit_fails_on_findings_and_never_calls_a_partial_scan_clean(
     assert says in done.stdout
     if not passes or "INCOMPLETE" in says:
         assert "no known vulnerabilities" not in done.stdout
+
+
+def test_every_report_template_is_autoescaped_and_marks_nothing_safe():
+    """Landing values reach the report pages: no template may turn escaping off."""
+    from jobs.reports.pages import TEMPLATES, _templates
+
+    environment = _templates()
+    templates = sorted(TEMPLATES.glob("*.j2"))
+    assert templates
+    for path in templates:
+        template = environment.get_template(path.name)
+        assert template.environment.autoescape is True
+        source = re.sub(r"\s", "", path.read_text())
+        for off in ("|safe", "autoescapefalse", "Markup("):
+            assert off not in source, (path.name, off)
+    rendered = environment.from_string("{{ value }}").render(value="<script>x</script>")
+    assert rendered == "&lt;script&gt;x&lt;/script&gt;"
