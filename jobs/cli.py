@@ -246,9 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
         "to checkpoints/_retired/<time>/. bronze: the next run reads every landing file "
         "again and skips the files bronze and quarantine already hold, and reads each Kafka "
         "topic again from its earliest offsets, skipping the messages the tables hold. "
-        "silver, gold: rebuilds the layer's tables by backfill over every date in bronze; "
-        "the streams' next run reads their sources whole to rebuild state and writes only "
-        "rows the backfill did not. See docs/operations.md, 'Recovering a stream'.",
+        "silver, gold: rebuilds the layer's tables, and every table computed from them, by "
+        "backfill over every date in bronze; the streams' next run reads their sources whole "
+        "to rebuild state and writes only rows the backfill did not. See docs/operations.md, "
+        "'Recovering a stream'.",
     )
     recover.add_argument(
         "--layer",
@@ -489,12 +490,21 @@ def cmd_state(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_recover(args: argparse.Namespace, settings: Settings) -> int:
     from include.spark import get_spark
-    from jobs.drivers.recovery import recover_layer
+    from jobs.drivers.recovery import recover_layer, recover_tables, tables_to_recover
 
     spark = get_spark(settings, app_name="lakehouse-recover", streaming=False)
-    for layer in in_order(args.layer, LAYERS):
-        retired = recover_layer(spark, settings, layer, echo=_echo)
-        print(f"recovered {layer}: old checkpoints kept in {retired}")
+    layers = in_order(args.layer, LAYERS)
+    if "bronze" in layers:
+        retired = recover_layer(spark, settings, "bronze", echo=_echo)
+        print(f"recovered bronze: old checkpoints kept in {retired}")
+    tables = tables_to_recover(layers)
+    if tables:
+        downstream = [t.id for t in tables if t.layer not in layers]
+        if downstream:
+            print(f"also rebuilt, as they read what is rebuilt: {', '.join(downstream)}")
+        retired = recover_tables(spark, settings, tables, echo=_echo)
+        recovered = in_order(sorted({t.layer for t in tables}), LAYERS)
+        print(f"recovered {', '.join(recovered)}: old checkpoints kept in {retired}")
     print("next: `lakehouse run` restarts the streams from the new checkpoints")
     return 0
 

@@ -10,7 +10,10 @@
   checkpoints are moved to `checkpoints/_retired/<time>/`; bronze streams
   restart reading every landing file but skip the files their tables already
   hold; silver and gold tables are rebuilt by backfill over every date in
-  bronze, then their streams restart with new checkpoints. Such a stream's
+  bronze, and so is every table computed from them (`tables_to_recover`: a
+  backfill's commits say `dataChange=false`, so the streams reading a rebuilt
+  table would never see the rows it gained), then their streams restart with
+  new checkpoints. Such a stream's
   first run reads its sources whole (a stateful query must see the rows of
   the windows and sessions still open, and remember the ids of deduplication)
   and writes only rows whose keys the backfill did not write: nothing the
@@ -37,7 +40,7 @@ from include.storage.checkpoints import (
     write_sidecar,
 )
 from include.storage.objects import Root, move_tree, relative
-from jobs.catalog import SOURCES, TABLES, Table, tables_in
+from jobs.catalog import SOURCES, TABLES, Table, downstream_of
 from jobs.dates import DateRange
 from jobs.drivers.backfill import bronze_days, run_backfill
 from jobs.drivers.bronze import kafka_checkpoint
@@ -95,7 +98,7 @@ def recover_layer(
 ) -> Root:
     """Retire the layer's checkpoints and restart its streams without loss or duplicates."""
     if layer != "bronze":
-        return recover_tables(spark, settings, list(tables_in(layer)), echo)
+        return recover_tables(spark, settings, tables_to_recover([layer]), echo)
     stamp = _stamp()
     retired = settings.checkpoints / RETIRED / stamp / layer
     retired_ids: dict[str, list[str]] = {}
@@ -145,6 +148,17 @@ def recover_layer(
             )
             echo(f"{layer}/{source}[kafka]: new checkpoint {kafka}")
     return retired
+
+
+def tables_to_recover(layers: Sequence[str]) -> list[Table]:
+    """The layers' silver and gold tables, and every table computed from them.
+
+    A rebuilt table's commits say `dataChange=false`, and the streams reading
+    it skip them: left alone, a table downstream would miss every row the
+    rebuilt table gained since its stream last read it.
+    """
+    chosen = [table for table in TABLES if table.layer in layers and table.layer != "bronze"]
+    return [*chosen, *downstream_of({table.id for table in chosen})]
 
 
 def recover_tables(

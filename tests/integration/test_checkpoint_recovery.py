@@ -23,7 +23,14 @@ from include.delta.log import latest_version as delta_version
 from include.storage.checkpoints import UPGRADE_COMMAND
 from jobs.catalog import SOURCES
 from jobs.generate import GeneratorConfig, generate
-from tests.helpers import TABLE_NAMES, delta_rows, landing_lines, run_cli, settings_for
+from tests.helpers import (
+    TABLE_NAMES,
+    delta_rows,
+    landing_lines,
+    run_cli,
+    run_in_process,
+    settings_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -92,6 +99,40 @@ def test_a_deleted_checkpoint_is_refused_before_anything_is_written(streamed_roo
 # Delta streaming source), 1,500 events of 2026-11-01 (seed 3), one run. It must live at
 # the path it was written at: Spark's file-source checkpoints hold absolute paths.
 V1_ROOT = Path("/tmp/lakehouse-v1-root")
+DAY_2 = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
+
+
+def run_ok(*args: str) -> None:
+    done = run_in_process(*args)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def test_recovering_silver_rebuilds_gold_too_and_gold_ends_as_a_clean_runs(spark, tmp_path_factory):
+    """Issue: `recover --layer silver` rebuilt silver with `dataChange=false` commits, which
+    gold's streams skip: gold never got the rows silver gained since gold last read it."""
+    days = [
+        GeneratorConfig(events=400, seed=31, **{**NO_LATE, "days": 1}),
+        GeneratorConfig(events=400, seed=32, start=DAY_2, **{**NO_LATE, "days": 1}),
+    ]
+    recovered, clean = (tmp_path_factory.mktemp(name) / "data" for name in ("recovered", "clean"))
+    for root in (recovered, clean):
+        generate(days[0], root / "landing")
+        run_ok("run", "--data-root", str(root))
+        generate(days[1], root / "landing")
+    run_ok("run", "--data-root", str(clean))
+    # Day 2 reaches bronze only; then silver/user_actions' checkpoint is lost.
+    run_ok("run", "--layer", "bronze", "--data-root", str(recovered))
+    shutil.rmtree(settings_for(recovered).checkpoint("silver", "user_actions"))
+    done = run_in_process("recover", "--layer", "silver", "--data-root", str(recovered))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "also rebuilt, as they read what is rebuilt: gold/" in done.stdout
+    run_ok("run", "--layer", "silver", "--layer", "gold", "--data-root", str(recovered))
+    after, expected = snapshot(recovered), snapshot(clean)
+    for layer, name in TABLE_NAMES:
+        table = f"{layer}/{name}"
+        assert after[table] == expected[table], table
+
+
 V1_FIXTURE = Path(__file__).parent.parent / "fixtures" / "data-root-v1.tar.gz"
 
 
