@@ -299,6 +299,8 @@ def run_kafka_source(spark: SparkSession, settings: Settings, source: Source) ->
             spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", settings.kafka_bootstrap_servers)
             .option("subscribe", topic)
+            # Messages of a producer's aborted transaction are never ingested.
+            .option("kafka.isolation.level", "read_committed")
             .option("startingOffsets", "earliest")
             .option("failOnDataLoss", str(settings.kafka_fail_on_data_loss).lower())
             .option("maxOffsetsPerTrigger", settings.kafka_max_offsets_per_trigger)
