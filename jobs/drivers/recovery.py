@@ -13,12 +13,11 @@
   bronze, and so is every table computed from them (`tables_to_recover`: a
   backfill's commits say `dataChange=false`, so the streams reading a rebuilt
   table would never see the rows it gained), then their streams restart with
-  new checkpoints. Such a stream's
-  first run reads its sources whole (a stateful query must see the rows of
-  the windows and sessions still open, and remember the ids of deduplication)
-  and writes only rows whose keys the backfill did not write: nothing the
-  backfill closed is written twice, nothing still open loses the rows read
-  before the recovery.
+  new checkpoints. Such a stream's first run reads its sources whole (a
+  stateful query must see the rows of the windows and sessions still open,
+  and remember the ids of deduplication) and writes only rows whose keys the
+  backfill did not write: nothing the backfill closed is written twice,
+  nothing still open loses the rows read before the recovery.
 """
 
 from __future__ import annotations
