@@ -223,15 +223,18 @@ def _inert(value: Any) -> Any:
 # GX's own script elements: CDN libraries (jQuery, Bootstrap, Vega, unpkg) and the
 # inline code that needs them. A report page runs no script.
 _SCRIPT = re.compile(r"<script\b[^>]*>.*?</script\s*>", re.IGNORECASE | re.DOTALL)
-_REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref=[\"']?(?:https?:)?//[^>]*>", re.IGNORECASE)
+# Stylesheets and pictures from elsewhere (GX's logo): an opened page fetches nothing.
+_REMOTE = re.compile(
+    r"<(?:link\b[^>]*\bhref|img\b[^>]*\bsrc)=[\"']?(?:https?:)?//[^>]*>", re.IGNORECASE
+)
 
 
 def _without_scripts(page: str) -> str:
-    """A Data Docs page without scripts or stylesheets from elsewhere; what stays is static.
+    """A Data Docs page without scripts or anything from elsewhere; what stays is static.
 
     Data values in it are escaped (`_inert`), so no `<` of theirs is seen here.
     """
-    return _REMOTE_LINK.sub("", _SCRIPT.sub("", page))
+    return _REMOTE.sub("", _SCRIPT.sub("", page))
 
 
 @dataclass

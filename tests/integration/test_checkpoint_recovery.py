@@ -107,6 +107,7 @@ def run_ok(*args: str) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
+@pytest.mark.full  # six commands: about 7 minutes in CI's suite, until runs are cheaper
 def test_recovering_silver_rebuilds_gold_too_and_gold_ends_as_a_clean_runs(spark, tmp_path_factory):
     """Issue: `recover --layer silver` rebuilt silver with `dataChange=false` commits, which
     gold's streams skip: gold never got the rows silver gained since gold last read it."""

@@ -286,7 +286,8 @@ def test_data_docs_show_landing_markup_as_text_and_load_no_script(spark, clean, 
     for path in pages:
         text = path.read_text()
         assert not any(marked in text for marked in MARKUP), path
-        assert not re.search(r"<script|<link[^>]+href=[\"']?(https?:)?//", text, re.I), path
+        remote = r"<script|<(link[^>]+href|img[^>]+src)=[\"']?(https?:)?//"
+        assert not re.search(remote, text, re.I), path
 
 
 def test_a_warning_is_reported_and_does_not_fail(spark, clean, tmp_path):
