@@ -147,13 +147,14 @@ class BackfillFormCheck:
 
 def request_token(scope: Scope) -> str | None:
     """The caller's token, where Airflow's API takes it: the bearer header, else the cookie."""
+    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
     from starlette.requests import HTTPConnection
 
     connection = HTTPConnection(scope)
     scheme, _, credentials = connection.headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and credentials:
         return credentials
-    return connection.cookies.get("_token")
+    return connection.cookies.get(COOKIE_NAME_JWT_TOKEN)
 
 
 async def may_trigger(scope: Scope) -> bool:

@@ -55,16 +55,22 @@ def _bomb(decompressed_bytes: int, piece: bytes) -> bytes:
     return b"".join([*chunks, compressor.flush()])
 
 
-def test_a_gzip_bomb_is_refused_in_constant_memory(tmp_path):
-    path = tmp_path / "bomb.jsonl.gz"
-    path.write_bytes(_bomb(MAX_READ_LINE_BYTES * 4, b"\0"))
-    assert path.stat().st_size < 1024 * 1024
+def reason_and_peak_memory(path):
+    """The file's vetting verdict and the most memory Python held while reaching it."""
     tracemalloc.start()
     try:
         reason = unreadable_file_reason(path, MAX_LINE)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    return reason, peak
+
+
+def test_a_gzip_bomb_is_refused_in_constant_memory(tmp_path):
+    path = tmp_path / "bomb.jsonl.gz"
+    path.write_bytes(_bomb(MAX_READ_LINE_BYTES * 4, b"\0"))
+    assert path.stat().st_size < 1024 * 1024
+    reason, peak = reason_and_peak_memory(path)
     assert reason is not None and "a line too long, over 67,108,864 bytes" in reason
     assert peak < 8 * 1024 * 1024
 
@@ -86,12 +92,7 @@ def test_a_plain_file_with_a_line_over_the_limit_is_refused_in_constant_memory(t
     path = tmp_path / "one-line.jsonl"
     with path.open("wb") as file:  # sparse: 2.3 GB of zero bytes, no newline
         file.truncate(2_300_000_000)
-    tracemalloc.start()
-    try:
-        reason = unreadable_file_reason(path, MAX_LINE)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    reason, peak = reason_and_peak_memory(path)
     assert reason == "unreadable file: a line too long, over 67,108,864 bytes"
     assert peak < 8 * 1024 * 1024
 
