@@ -174,6 +174,30 @@ class KafkaBroker:
                 "1",
             )
 
+    def recreate_topic(self, topic: str, timeout: float = 60) -> None:
+        """Delete the topic and create it again under the same name (a new id, offsets
+        from 0), as an operator fixing its settings might."""
+        self._tool(
+            "org.apache.kafka.tools.TopicCommand",
+            "--bootstrap-server",
+            self.bootstrap_servers,
+            "--delete",
+            "--topic",
+            topic,
+        )
+
+        def gone() -> bool:
+            listed = self._tool(
+                "org.apache.kafka.tools.TopicCommand",
+                "--bootstrap-server",
+                self.bootstrap_servers,
+                "--list",
+            )
+            return topic not in listed.split()
+
+        processes.wait_until(gone, timeout, f"topic {topic} to be deleted", [])
+        self.create_topics([topic])
+
     def end_offsets(self, topic: str, earliest: bool = False) -> dict[int, int]:
         """Per partition, the offset the next message will get (Kafka's GetOffsetShell);
         with `earliest`, the offset of the oldest message Kafka still has."""

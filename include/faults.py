@@ -8,9 +8,12 @@ Points sit where a crash is hardest to survive: after data files are written
 but before their Delta commit, and after the commit but before Spark records
 the micro-batch in its checkpoint.
 
-Points: `sink.before_commit`, `sink.after_commit` around the streaming sink's
-append commits; `write.before_commit`, `write.after_commit` around batch writes
-(backfill replacements, MERGE upserts, ledger and results appends).
+Points: `write.before_commit`, `write.after_commit` around every Delta write
+(a stream's micro-batch append or MERGE, backfill replacements, ledger and
+results appends);
+`stream.after_query` (every micro-batch of a run committed, nothing recorded
+after it yet) and `stream.before_sidecar` (the late dates recorded, the
+checkpoint's sidecar not moved on) in `jobs.drivers.streaming.run_available_now`.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from include.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_USAGE, LakehouseError
 from include.settings import Settings
 from include.storage.locks import writer_lock
-from jobs.catalog import DERIVED_LAYERS, LAYERS
+from jobs.catalog import DERIVED_LAYERS, LAYERS, SOURCES
 
 if TYPE_CHECKING:
     from jobs.generate import GeneratorConfig
@@ -248,16 +248,29 @@ def build_parser() -> argparse.ArgumentParser:
         "topic again from its earliest offsets, skipping the messages the tables hold. "
         "silver, gold: rebuilds the layer's tables, and every table computed from them, by "
         "backfill over every date in bronze; the streams' next run reads their sources whole "
-        "to rebuild state and writes only rows the backfill did not. See docs/operations.md, "
-        "'Recovering a stream'.",
+        "to rebuild state and writes only rows the backfill did not. --kafka-source S "
+        "--from earliest|latest: restarts the source's Kafka stream on its topic as it is "
+        "now (the choice asked for when the topic was deleted and created again). See "
+        "docs/operations.md, 'Recovering a stream'.",
     )
     recover.add_argument(
         "--layer",
         action="append",
         choices=LAYERS,
-        required=True,
         help="the layer to recover (repeatable)",
     )
+    recover.add_argument(
+        "--kafka-source",
+        choices=list(SOURCES),
+        help="restart this source's Kafka stream on its topic as it is now",
+    )
+    recover.add_argument(
+        "--from",
+        dest="start",
+        choices=("earliest", "latest"),
+        help="with --kafka-source: read the topic from its oldest message, or from its end",
+    )
+    recover.add_argument("--kafka-bootstrap-servers", help=KAFKA_HELP)
     recover.add_argument("--spark-master", help="Spark master URL")
     migrate = commands.add_parser(
         "migrate",
@@ -490,10 +503,23 @@ def cmd_state(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_recover(args: argparse.Namespace, settings: Settings) -> int:
     from include.spark import get_spark
-    from jobs.drivers.recovery import recover_layer, recover_tables, tables_to_recover
+    from jobs.drivers.recovery import (
+        recover_kafka_topic,
+        recover_layer,
+        recover_tables,
+        tables_to_recover,
+    )
 
+    if not (args.layer or args.kafka_source) or bool(args.kafka_source) != bool(args.start):
+        print("lakehouse recover: give --layer, or --kafka-source with --from", file=sys.stderr)
+        return EXIT_USAGE
     spark = get_spark(settings, app_name="lakehouse-recover", streaming=False)
-    layers = in_order(args.layer, LAYERS)
+    if args.kafka_source:
+        retired = recover_kafka_topic(
+            spark, settings, SOURCES[args.kafka_source], args.start, _echo
+        )
+        print(f"recovered bronze/{args.kafka_source}[kafka]: old checkpoint kept in {retired}")
+    layers = in_order(args.layer or [], LAYERS)
     if "bronze" in layers:
         retired = recover_layer(spark, settings, "bronze", echo=_echo)
         print(f"recovered bronze: old checkpoints kept in {retired}")

@@ -5,9 +5,11 @@ its query id (`metadata`), the source offsets of every planned micro-batch
 (`offsets/<n>`), the batches that completed (`commits/<n>`) and the state
 store. Next to Spark's files we keep `lakehouse.json`: which query the
 checkpoint belongs to, the version of each source table the stream had read
-at its last successful run and, after a recovery, where its stream restarts.
-What a stream read is known from that, not from Spark's or Delta's offset
-formats, which belong to them.
+and its latest completed micro-batch at its last successful run and, after a
+recovery, where its stream restarts. What a stream read is known from that,
+not from Spark's or Delta's offset formats, which belong to them: source
+offsets are only compared, never read. From an offsets file we take only the
+watermark the batch ran with (Spark's `batchWatermarkMs`).
 
 `guard` runs before each query starts and turns a damaged checkpoint into an
 error that names it and says how to recover, instead of a JVM stack trace or,
@@ -54,6 +56,8 @@ REBUILT_BY_BACKFILL = "rebuilt_by_backfill"
 # Brings a data root of an older version to this one (docs/operations.md, 'Upgrading').
 UPGRADE_COMMAND = "lakehouse recover --layer bronze --layer silver --layer gold"
 RETIRED = "_retired"
+# In `lakehouse.json`: the stream's latest completed micro-batch at its last successful run.
+COMPLETED_BATCH = "completed_batch"
 
 
 def recovery_advice(query: str) -> str:
@@ -121,18 +125,24 @@ def latest_versions(tables: Sequence[Root]) -> dict[str, int]:
 
 
 def record_read(
-    checkpoint: Root, versions: dict[str, int], written: dict[str, int] | None = None
+    checkpoint: Root,
+    versions: dict[str, int],
+    written: dict[str, int] | None = None,
+    batch: int | None = None,
 ) -> None:
     """After a successful run: the stream has read every version up to these.
 
     Taken before the query started (an `availableNow` query reads at least up
     to the versions current at its start), so they never claim too much.
-    `written`: the versions of the tables it writes after the run.
+    `written`: the versions of the tables it writes after the run; `batch`: its
+    latest completed micro-batch then.
     """
     sidecar = read_sidecar(checkpoint)
     sidecar["read_versions"] = {**sidecar.get("read_versions", {}), **versions}
     if written:
         sidecar["written_versions"] = {**sidecar.get("written_versions", {}), **written}
+    if batch is not None:
+        sidecar[COMPLETED_BATCH] = batch
     # A recovered stream's first run is done; its offsets and state say the rest.
     sidecar.pop("starting_versions", None)
     sidecar.pop(REBUILT_BY_BACKFILL, None)
@@ -221,6 +231,31 @@ def read_position(checkpoint: Root, query: str) -> Position | None:
         int(completed.name) if completed else None,
         offsets,
     )
+
+
+def batches_with_input(checkpoint: Root, query: str, after: int | None) -> dict[int, int]:
+    """Each completed micro-batch after batch `after` that read input: its watermark (ms).
+
+    A batch read input when its source offsets differ from the batch
+    before's (Spark also plans batches that only move the watermark on).
+    The watermark is the one the batch ran with (`batchWatermarkMs` of its
+    offsets file): its stateful operators dropped rows at or below it.
+    """
+    position = read_position(checkpoint, query)
+    if position is None or position.completed is None:
+        return {}
+    offsets = checkpoint / "offsets"
+    first = -1 if after is None else after
+    found: dict[int, int] = {}
+    for batch in range(first + 1, position.completed + 1):
+        if not (offsets / str(batch)).exists():
+            continue  # purged by Spark (it keeps the latest hundred)
+        metadata, *sources = _log_entries(checkpoint, offsets / str(batch), query)
+        before = offsets / str(batch - 1)
+        if before.exists() and _log_entries(checkpoint, before, query)[1:] == sources:
+            continue
+        found[batch] = int((metadata or {}).get("batchWatermarkMs", 0))
+    return found
 
 
 def files_read(checkpoint: Root, query: str) -> set[str]:

@@ -26,6 +26,7 @@ the tables: for every source, lines read = bronze rows + quarantine rows.
 
 from __future__ import annotations
 
+import datetime as dt
 import operator
 import re
 import socket
@@ -38,8 +39,16 @@ from pyspark.sql import functions as F
 
 from include.delta import StreamSink
 from include.errors import LakehouseError
+from include.kafka import TopicState, topic_state
 from include.settings import Settings
-from include.storage.checkpoints import UPGRADE_COMMAND, CheckpointError, files_read, read_sidecar
+from include.storage.checkpoints import (
+    UPGRADE_COMMAND,
+    CheckpointError,
+    files_read,
+    read_position,
+    read_sidecar,
+    write_sidecar,
+)
 from include.storage.landing import (
     UNREADABLE,
     landing_uri,
@@ -288,9 +297,14 @@ def run_kafka_source(spark: SparkSession, settings: Settings, source: Source) ->
     topic = settings.kafka_topic(source.name)
     query = f"bronze/{source.name}[kafka]"
     checkpoint = kafka_checkpoint(settings, source)
+    state = topic_state(spark, settings.kafka_bootstrap_servers or "", topic)
+    if state is not None:
+        refuse_another_topic(checkpoint, query, source, state)
+        remember_topic(checkpoint, query, state)
+    sidecar = read_sidecar(checkpoint)
     # After `lakehouse recover --layer bronze` the new checkpoint reads the topic from
     # its earliest offsets: messages a table already holds are not written twice.
-    skip = read_sidecar(checkpoint).get("skip_offsets", {})
+    skip = sidecar.get("skip_offsets", {})
     writer = BronzeWriter(spark, settings, source, checkpoint, skip_offsets=skip)
     parse = parse_landing_lines(source, settings.max_line_bytes, settings.future_tolerance)
 
@@ -301,7 +315,8 @@ def run_kafka_source(spark: SparkSession, settings: Settings, source: Source) ->
             .option("subscribe", topic)
             # Messages of a producer's aborted transaction are never ingested.
             .option("kafka.isolation.level", "read_committed")
-            .option("startingOffsets", "earliest")
+            # A new checkpoint's start; `recover --kafka-source S --from latest` sets the end.
+            .option("startingOffsets", sidecar.get(STARTING_OFFSETS, "earliest"))
             .option("failOnDataLoss", str(settings.kafka_fail_on_data_loss).lower())
             .option("maxOffsetsPerTrigger", settings.kafka_max_offsets_per_trigger)
             .load()
@@ -330,6 +345,68 @@ def run_kafka_source(spark: SparkSession, settings: Settings, source: Source) ->
             raise
         raise LakehouseError(data_loss_message(query, topic, str(error))) from error
     return writer.finish(result)
+
+
+# In a Kafka checkpoint's `lakehouse.json`: the topic it reads (`include.kafka.TopicState`),
+# and, after `lakehouse recover --kafka-source`, where a new checkpoint starts.
+KAFKA_TOPIC = "kafka_topic"
+STARTING_OFFSETS = "starting_offsets"
+
+
+def topic_change(checkpoint: Root, query: str, now: TopicState) -> str | None:
+    """Why the topic `now` is not the one the checkpoint read before; None when it is.
+
+    Another id (a topic deleted and created again), a partition gone, or
+    offsets behind what the checkpoint recorded: the oldest message Kafka
+    holds (that only moves on), or the end of the latest micro-batch Spark
+    planned (its Kafka offsets, `{"topic": {"partition": offset}}`).
+    """
+    seen = read_sidecar(checkpoint).get(KAFKA_TOPIC) or {}
+    if seen.get("id") and seen["id"] != now.id:
+        return f"its id is {now.id}, the topic read before had id {seen['id']}"
+    position = read_position(checkpoint, query)
+    read = (position.offsets[0] if position and position.offsets else {}).get(now.name, {})
+    marks = [
+        ("the oldest message was at", seen.get("earliest", {}), now.earliest),
+        ("the stream had read up to", read, now.latest),
+    ]
+    for what, before, after in marks:
+        for partition, offset in sorted(before.items()):
+            current = after.get(int(partition))
+            if current is None:
+                return f"its partition {partition} is gone"
+            if current < int(offset):
+                return (
+                    f"its partition {partition} is at offset {current}, but {what} offset "
+                    f"{offset} (its offsets moved backwards)"
+                )
+    return None
+
+
+def refuse_another_topic(checkpoint: Root, query: str, source: Source, now: TopicState) -> None:
+    """Stop before reading a topic that is not the one the checkpoint read."""
+    why = topic_change(checkpoint, query, now)
+    if why is None:
+        return
+    command = f"lakehouse recover --kafka-source {source.name} --from"
+    raise LakehouseError(
+        f"{query}: topic '{now.name}' is not the topic this stream read before: {why} "
+        "(deleted and created again?). Reading on would skip messages it holds. Choose "
+        f"where to start: `{command} earliest` reads every message it holds now; "
+        f"`{command} latest` reads only messages published after that command. "
+        "See docs/kafka.md, 'A topic created again'."
+    )
+
+
+def remember_topic(checkpoint: Root, query: str, now: TopicState) -> None:
+    """Record the topic the checkpoint reads (its id, its oldest offsets), when it changed."""
+    sidecar = read_sidecar(checkpoint)
+    if sidecar.get(KAFKA_TOPIC) == now.recorded():
+        return
+    created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    write_sidecar(
+        checkpoint, {"query": query, "created": created, **sidecar, KAFKA_TOPIC: now.recorded()}
+    )
 
 
 # Spark's errors for offsets a checkpoint holds that Kafka no longer has (KAFKA_DATA_LOSS.*).

@@ -1,15 +1,24 @@
 """Late data: which event dates hold rows the streams dropped, and which a backfill owes.
 
-A streaming query drops an input row whose event time is below its watermark
-(docs/contract.md, section 8: such rows reach the tables by the next night's
-`lakehouse backfill --pending`). Spark counts the rows it drops
+A streaming query drops an input row whose event time is at or below its
+watermark (docs/contract.md, section 8: such rows reach the tables by the next
+night's `lakehouse backfill --pending`). Spark counts the rows it drops
 (`numRowsDroppedByWatermark`) but does not say which they were. So after a
-run in which a silver or gold stream dropped rows, `record_late_dates` looks
-at the rows the run read (the files its source tables gained since the
-stream's previous run) and records in `_meta/late_dates` the event dates of
-those below the watermark its micro-batches used. That may name a date whose
-rows a batch with a lower watermark still used (never one with a dropped row
-missing): recomputing a date is always correct, only a little more work.
+run of a silver or gold stream, `record_late_dates` looks at the rows read
+since the stream's last successful run (the files its source tables gained
+since the versions its checkpoint's sidecar records) and records in
+`_meta/late_dates` the event dates of those at or below the highest watermark
+its micro-batches since then ran with (read from the checkpoint's offsets
+files). That may name a date whose rows a batch with a lower watermark still
+used (never one with a dropped row missing): recomputing a date is always
+correct, only a little more work.
+
+The record does not depend on the run that made the batches: the sidecar
+moves on only after it, so a run killed anywhere between its first
+micro-batch and the sidecar leaves those batches to the next run, which
+records their dates even though it reads nothing new itself. A run whose own
+progress covers every batch since the sidecar and that counted no drop
+records nothing and costs no query.
 
 Every backfill appends the dates it recomputed to `_meta/backfills`. A date
 is pending while a late row was recorded for it after its last backfill of
@@ -22,13 +31,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from include.delta import append_rows, is_delta_table, read_added_since, read_table
 from include.settings import Settings
+from include.storage.checkpoints import COMPLETED_BATCH, batches_with_input, read_sidecar
 from include.storage.objects import Root
 from jobs.catalog import DERIVED_LAYERS, EVENT_TIME
 from jobs.reports.progress import StageResult
@@ -62,35 +72,30 @@ def backfills_path(settings: Settings) -> Root:
     return settings.meta("backfills")
 
 
-def _watermark_used(progress: list[dict[str, Any]]) -> dt.datetime | None:
-    """The highest watermark a micro-batch with input rows ran with."""
-    marks = [
-        dt.datetime.fromisoformat(p["eventTime"]["watermark"].replace("Z", "+00:00"))
-        for p in progress
-        if p.get("numInputRows") and p.get("eventTime", {}).get("watermark")
-    ]
-    return max(marks, default=None)
-
-
 def record_late_dates(
     spark: SparkSession,
     settings: Settings,
     result: StageResult,
+    checkpoint: Root,
     sources: Sequence[Root],
-    read_before: dict[str, int],
 ) -> list[dt.date]:
-    """After a run of a stream that dropped rows: the dates of the rows it read below its
-    watermark, appended to `_meta/late_dates`. `read_before`: the source versions the
-    stream had read before this run (its `lakehouse.json`)."""
-    watermark = _watermark_used(result.progress)
-    if not result.dropped_late or watermark is None:
+    """After a run of a stream: the dates of the rows read since its last successful
+    run at or below the watermark, appended to `_meta/late_dates`, when the
+    stream may have dropped some."""
+    sidecar = read_sidecar(checkpoint)
+    batches = batches_with_input(checkpoint, result.stage, sidecar.get(COMPLETED_BATCH))
+    watermark_ms = max(batches.values(), default=0)
+    unseen = batches.keys() - {p["batchId"] for p in result.progress}
+    if watermark_ms <= 0 or not (result.dropped_late or unseen):
         return []
+    watermark = dt.datetime.fromtimestamp(watermark_ms / 1000, dt.UTC)
+    read_before = sidecar.get("read_versions", {})
     counts: dict[dt.date, int] = {}
     for source in sources:
         since = read_before.get(str(source.resolve()))
         rows = (
             read_added_since(spark, source, since)
-            .where(F.col(EVENT_TIME) < F.lit(watermark))
+            .where(F.col(EVENT_TIME) <= F.lit(watermark))
             .groupBy(F.to_date(EVENT_TIME).alias("day"))
             .count()
             .collect()

@@ -18,11 +18,17 @@
   and remember the ids of deduplication) and writes only rows whose keys the
   backfill did not write: nothing the backfill closed is written twice,
   nothing still open loses the rows read before the recovery.
+- `recover_kafka_topic` (`lakehouse recover --kafka-source S --from earliest|latest`):
+  the choice a Kafka stream asks for when its topic is not the one it read
+  before (deleted and created again). Its checkpoint is retired and a new
+  one reads the topic as it is now, from its oldest message or from its end
+  at the time of the command, skipping nothing by the old topic's offsets.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -30,6 +36,8 @@ from pyspark.sql import functions as F
 
 from include.delta import append_rows, is_delta_table, read_table
 from include.delta.log import streams_that_wrote
+from include.errors import LakehouseError
+from include.kafka import topic_state
 from include.settings import Settings
 from include.storage.checkpoints import (
     REBUILT_BY_BACKFILL,
@@ -39,10 +47,10 @@ from include.storage.checkpoints import (
     write_sidecar,
 )
 from include.storage.objects import Root, move_tree, relative
-from jobs.catalog import SOURCES, TABLES, Table, downstream_of
+from jobs.catalog import SOURCES, TABLES, Source, Table, downstream_of
 from jobs.dates import DateRange
 from jobs.drivers.backfill import bronze_days, run_backfill
-from jobs.drivers.bronze import kafka_checkpoint
+from jobs.drivers.bronze import KAFKA_TOPIC, STARTING_OFFSETS, kafka_checkpoint
 from jobs.drivers.closed import windows_to_close
 from jobs.drivers.streaming import read_sources, unread_inputs
 from jobs.drivers.tables import FINGERPRINT, fingerprint
@@ -101,6 +109,11 @@ def recover_layer(
     stamp = _stamp()
     retired = settings.checkpoints / RETIRED / stamp / layer
     retired_ids: dict[str, list[str]] = {}
+    # The topic each Kafka stream read: its next run refuses another one (a topic created
+    # again), whose offsets the messages the tables hold would not say anything about.
+    topics = {
+        s: read_sidecar(kafka_checkpoint(settings, SOURCES[s])).get(KAFKA_TOPIC) for s in SOURCES
+    }
     for source in SOURCES:
         tables = [settings.table(layer, source), settings.table("quarantine", source)]
         retired_ids[source] = sorted(set().union(*(streams_that_wrote(t) for t in tables)))
@@ -143,9 +156,51 @@ def recover_layer(
                     "recovered_from": str(retired / f"{source}[kafka]"),
                     "retired_query_ids": retired_ids[source],
                     "skip_offsets": held,
+                    **({KAFKA_TOPIC: topics[source]} if topics[source] else {}),
                 },
             )
             echo(f"{layer}/{source}[kafka]: new checkpoint {kafka}")
+    return retired
+
+
+def recover_kafka_topic(
+    spark: SparkSession,
+    settings: Settings,
+    source: Source,
+    start: str,
+    echo: Callable[[str], None] = print,
+) -> Root:
+    """Restart the source's Kafka stream on its topic as it is now, from `start`:
+    `earliest` (every message the topic holds) or `latest` (its end now)."""
+    if not settings.kafka_bootstrap_servers:
+        raise LakehouseError(
+            "recover --kafka-source: no Kafka broker (set LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS "
+            "or pass --kafka-bootstrap-servers)"
+        )
+    topic = settings.kafka_topic(source.name)
+    state = topic_state(spark, settings.kafka_bootstrap_servers, topic)
+    if state is None:
+        raise LakehouseError(f"recover --kafka-source: topic '{topic}' does not exist")
+    query = f"bronze/{source.name}[kafka]"
+    tables = [settings.table("bronze", source.name), settings.table("quarantine", source.name)]
+    writers = sorted(set().union(*(streams_that_wrote(t) for t in tables)))
+    checkpoint = kafka_checkpoint(settings, source)
+    retired = settings.checkpoints / RETIRED / _stamp() / "bronze" / f"{source.name}[kafka]"
+    _retire(checkpoint, retired, query, echo)
+    ends = {topic: {str(p): offset for p, offset in sorted(state.latest.items())}}
+    write_sidecar(
+        checkpoint,
+        {
+            "query": query,
+            "created": _now(),
+            "recovered_from": str(retired),
+            "retired_query_ids": writers,
+            KAFKA_TOPIC: state.recorded(),
+            STARTING_OFFSETS: "earliest" if start == "earliest" else json.dumps(ends),
+        },
+    )
+    where = "its oldest message" if start == "earliest" else f"its end now ({ends[topic]})"
+    echo(f"{query}: new checkpoint {checkpoint}; the next run reads topic '{topic}' from {where}")
     return retired
 
 

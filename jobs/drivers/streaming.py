@@ -6,12 +6,14 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from include.faults import crash_point
 from include.settings import Settings
 from include.storage.checkpoints import (
     caught_up,
     explain_failure,
     guard,
     latest_versions,
+    read_position,
     read_sidecar,
     record_read,
     unread_versions,
@@ -47,7 +49,8 @@ def run_available_now(
     a stream of landing files, what its source would list now. A stream that
     has read all its input is not started at all: it would plan no batch, and
     starting it costs a second or more. `after_run` sees the result of a run
-    that completed, before its sidecar records what it read. `other_writers`:
+    that completed, before its sidecar records what it read and its latest
+    micro-batch (a crash in between runs it again, with the batches since). `other_writers`:
     checkpoints of the other streams that commit to the same tables (bronze's
     landing-file and Kafka streams).
     """
@@ -85,10 +88,13 @@ def run_available_now(
         result.state_operators = [
             operator_state(op, counts) for op in result.progress[-1]["stateOperators"]
         ]
+    crash_point("stream.after_query")
     if after_run is not None:
-        # Before the checkpoint's sidecar moves on: a crash in between runs it again.
         after_run(result)
-    record_read(checkpoint, versions, latest_versions(tables))
+    crash_point("stream.before_sidecar")
+    position = read_position(checkpoint, name)
+    completed = None if position is None else position.completed
+    record_read(checkpoint, versions, latest_versions(tables), completed)
     return result
 
 

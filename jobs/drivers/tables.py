@@ -164,7 +164,6 @@ def write_table(spark: SparkSession, settings: Settings, table: Table) -> StageR
         insert_new_keys=list(table.keys) if insert_new else [],
     )
     source_paths = [settings.table(*source.split("/")) for source in table.inputs]
-    read_before = read_sidecar(checkpoint).get("read_versions", {})
 
     def build() -> DataFrame:
         inputs = [source_stream(spark, settings, source, table) for source in table.inputs]
@@ -178,7 +177,7 @@ def write_table(spark: SparkSession, settings: Settings, table: Table) -> StageR
         [sink.table_path],
         "update" if table.upsert else "append",
         sources=source_paths,
-        after_run=lambda done: record_late_dates(spark, settings, done, source_paths, read_before),
+        after_run=lambda done: record_late_dates(spark, settings, done, checkpoint, source_paths),
     )
     result.rows_out = {table.name: sink.rows_written}
     result.upsert = table.upsert

@@ -7,8 +7,9 @@ and checks what bronze made of every message: each exactly once in bronze or
 quarantine, traceable to its topic, partition and offset, across runs,
 partitions and SIGKILLs; the same rows and reasons as the same lines read
 from landing files; the ingest ledger reconciled; streaming equal to batch
-downstream (full tier); and a topic whose unread messages expired fails with the
-documented message.
+downstream (full tier); a topic whose unread messages expired fails with the
+documented message; and a topic deleted and created again is refused until
+the operator says where to read it from.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from jobs.dates import DateRange
 from jobs.drivers.bronze import kafka_checkpoint, run_bronze
 from jobs.drivers.parity import run_parity
 from jobs.drivers.pipeline import run_pipeline
-from jobs.drivers.recovery import recover_layer
+from jobs.drivers.recovery import recover_kafka_topic, recover_layer
 from jobs.generate import GeneratorConfig, generate
 from jobs.produce import produce
 from jobs.quality.validate import reconciliation_frame
@@ -219,6 +220,54 @@ def test_a_lost_kafka_checkpoint_is_refused_then_recovered_without_duplicates(
     # Only the messages published after the loss are new; each is read once.
     assert results["bronze/clicks[kafka]"].rows_in > 0
     assert messages_in_tables(settings) == every_message(broker, settings)
+    assert_reconciled(spark, settings)
+
+
+def test_a_topic_created_again_is_refused_then_read_from_where_the_operator_chose(
+    spark, tmp_path, broker
+):
+    """The new topics have more messages than the old ones had: Spark alone would read
+    only those past the old offsets, and say nothing."""
+    settings = kafka_settings(tmp_path / "data", broker, "recreated-")
+    produce(spark, settings, GeneratorConfig(events=300, seed=91))
+    list(run_bronze(spark, settings))
+    before = messages_in_tables(settings)
+    impressions, clicks = (settings.kafka_topic(s) for s in ("impressions", "clicks"))
+    for topic in (impressions, clicks):
+        broker.recreate_topic(topic)
+    produce(spark, settings, GeneratorConfig(events=900, seed=92))
+
+    with pytest.raises(LakehouseError) as refused:
+        list(run_bronze(spark, settings))
+    message = str(refused.value)
+    assert message.startswith(
+        f"bronze/impressions[kafka]: topic '{impressions}' is not the topic this stream read "
+        "before: its id is "
+    ), message
+    for choice in ("earliest", "latest"):
+        assert f"`lakehouse recover --kafka-source impressions --from {choice}`" in message
+    assert messages_in_tables(settings) == before  # refused before reading anything
+
+    recover_kafka_topic(spark, settings, SOURCES["impressions"], "earliest", echo=print)
+    with pytest.raises(LakehouseError, match=rf"bronze/clicks\[kafka\]: topic '{clicks}' is not"):
+        list(run_bronze(spark, settings))
+    recover_kafka_topic(spark, settings, SOURCES["clicks"], "latest", echo=print)
+    clicks_end = broker.end_offsets(clicks)
+    produce(spark, settings, GeneratorConfig(events=300, seed=93))
+    list(run_bronze(spark, settings))
+
+    new = messages_in_tables(settings) - before
+    assert max(new.values()) == 1
+    for topic, expected in (
+        (impressions, every_message(broker, settings)),  # the whole new topic
+        (settings.kafka_topic("user_actions"), every_message(broker, settings) - before),
+    ):
+        assert {m for m in new if m[0] == topic} == {m for m in expected if m[0] == topic}
+    # clicks: only what was published after the operator chose its end.
+    later = {
+        m for m in every_message(broker, settings) if m[0] == clicks and m[2] >= clicks_end[m[1]]
+    }
+    assert later and {m for m in new if m[0] == clicks} == later
     assert_reconciled(spark, settings)
 
 

@@ -4,6 +4,8 @@ Two days of events stream in; then events of the first day's first hour
 arrive, far below every watermark: the streams drop them. `lakehouse
 backfill --pending` names that date and recomputes it, leaving its rows equal
 to a backfill of everything; run again, it finds nothing and commits nothing.
+The same holds when the run that dropped them is killed at any point of its
+commits.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -25,36 +28,53 @@ pytestmark = pytest.mark.slow
 LATE_DAY = dt.date(2026, 11, 1)
 
 
-def late_lines() -> dict[str, str]:
-    """New events of 2026-11-01 00:05-00:35 (UTC) per source, as landing lines."""
+def late_lines(tag: str = "late") -> dict[str, str]:
+    """New events of 2026-11-01 00:05-00:35 (UTC) per source, as landing lines; their
+    ids start with `tag`."""
     lines: dict[str, list[str]] = {"impressions": [], "clicks": [], "user_actions": []}
     for n in range(30):
         moment = dt.datetime(2026, 11, 1, 0, 5 + n, tzinfo=dt.UTC).isoformat()
         impression = {
-            "impression_id": f"late-i{n}",
-            "ad_id": f"ad-late{n % 3}",
-            "campaign_id": "camp-late",
-            "user_id": f"late-u{n}",
+            "impression_id": f"{tag}-i{n}",
+            "ad_id": f"ad-{tag}{n % 3}",
+            "campaign_id": f"camp-{tag}",
+            "user_id": f"{tag}-u{n}",
             "event_time": moment,
         }
         lines["impressions"].append(json.dumps(impression))
         if n % 3 == 0:
             click = {
-                "click_id": f"late-c{n}",
-                "impression_id": f"late-i{n}",
+                "click_id": f"{tag}-c{n}",
+                "impression_id": f"{tag}-i{n}",
                 "ad_id": impression["ad_id"],
-                "user_id": f"late-u{n}",
+                "user_id": f"{tag}-u{n}",
                 "event_time": moment,
             }
             lines["clicks"].append(json.dumps(click))
         action = {
-            "event_id": f"late-e{n}",
-            "user_id": f"late-u{n}",
+            "event_id": f"{tag}-e{n}",
+            "user_id": f"{tag}-u{n}",
             "action": "view",
             "event_time": moment,
         }
         lines["user_actions"].append(json.dumps(action))
     return {source: "\n".join(rows) + "\n" for source, rows in lines.items()}
+
+
+def write_late_arrivals(root: Path, tag: str = "late", sources: tuple[str, ...] = ()) -> None:
+    """Late events of every source (or of `sources`) in new landing files."""
+    for source, text in late_lines(tag).items():
+        if not sources or source in sources:
+            (root / "landing" / source / f"{tag}-arrivals.jsonl").write_text(text)
+
+
+def assert_late_day_as_everything(ours: Path, everything: Path) -> None:
+    """Every table's rows of the late day equal those of a backfill of everything."""
+    mine, reference = settings_for(ours), settings_for(everything)
+    for layer, name in TABLE_NAMES:
+        assert rows_of_day(mine.table(layer, name), LATE_DAY) == rows_of_day(
+            reference.table(layer, name), LATE_DAY
+        ), f"{layer}/{name}"
 
 
 def latest_report(root: Path) -> Path:
@@ -83,8 +103,7 @@ def test_backfill_pending_recomputes_the_dates_of_late_rows_once(spark, tmp_path
     settled = run_in_process("backfill", "--pending", "--data-root", str(root))  # whatever was late
     assert settled.returncode == 0, settled.stderr
 
-    for source, text in late_lines().items():
-        (root / "landing" / source / "late-arrivals.jsonl").write_text(text)
+    write_late_arrivals(root)
     late_run = run_in_process("run", "--data-root", str(root))
     assert late_run.returncode == 0, late_run.stderr
     assert "late 30," in late_run.stdout  # silver/impressions dropped every one
@@ -124,12 +143,8 @@ def test_backfill_pending_recomputes_the_dates_of_late_rows_once(spark, tmp_path
         "backfill", "--start", "2026-11-01", "--end", "2026-11-03", "--data-root", str(everything)
     )
     assert full.returncode == 0, full.stderr
-    ours, reference = settings_for(root), settings_for(everything)
-    for layer, name in TABLE_NAMES:
-        assert rows_of_day(ours.table(layer, name), LATE_DAY) == rows_of_day(
-            reference.table(layer, name), LATE_DAY
-        ), f"{layer}/{name}"
-    impressions = rows_of_day(ours.table("silver", "impressions"), LATE_DAY)
+    assert_late_day_as_everything(root, everything)
+    impressions = rows_of_day(settings_for(root).table("silver", "impressions"), LATE_DAY)
     assert sum('"late-i' in row for row in impressions) == 30
 
     # Nothing is pending any more: nothing recomputed, no table committed to.
@@ -138,6 +153,49 @@ def test_backfill_pending_recomputes_the_dates_of_late_rows_once(spark, tmp_path
     assert again.returncode == 0, again.stderr
     assert "nothing to do" in again.stdout
     assert versions(root) == before
+
+
+# Where a silver run that drops late rows is killed (include/faults.py): the first
+# stream (silver/impressions) after its first micro-batch's write is committed and
+# before Spark's commit file; after its last batch, before the late dates are
+# recorded; after they are recorded, before the checkpoint's sidecar moves on.
+KILL_POINTS = ("write.after_commit", "stream.after_query", "stream.before_sidecar")
+
+
+@pytest.mark.full  # about 9 minutes: 150 s per kill point
+def test_a_run_killed_anywhere_in_its_commits_leaves_the_late_date_pending(spark, tmp_path):
+    """Per kill point, new late impressions; the run that drops them is a real `lakehouse
+    run --layer silver` process SIGKILLed there. The other commands run in this process."""
+    root = tmp_path / "data"
+    generate(GeneratorConfig(events=600, seed=37, days=2, late_rate=0.0), root / "landing")
+    for command in (("run",), ("backfill", "--pending")):
+        done = run_in_process(*command, "--data-root", str(root))
+        assert done.returncode == 0, done.stderr
+
+    for n, point in enumerate(KILL_POINTS):
+        tag = f"killed{n}"
+        write_late_arrivals(root, tag, ("impressions",))  # the date is late for no other stream
+        bronze = run_in_process("run", "--layer", "bronze", "--data-root", str(root))
+        assert bronze.returncode == 0, bronze.stderr
+        killed = run_cli(
+            "run", "--layer", "silver", "--data-root", str(root), env={"LAKEHOUSE_CRASH_AT": point}
+        )
+        assert killed.returncode == -signal.SIGKILL, (point, killed.stdout, killed.stderr)
+        rerun = run_in_process("run", "--data-root", str(root))
+        assert rerun.returncode == 0, (point, rerun.stdout, rerun.stderr)
+        pending = run_in_process("backfill", "--pending", "--data-root", str(root))
+        assert pending.returncode == 0, (point, pending.stderr)
+        assert f"date(s): {LATE_DAY}" in pending.stdout.splitlines()[0], (point, pending.stdout)
+        impressions = rows_of_day(settings_for(root).table("silver", "impressions"), LATE_DAY)
+        assert sum(f'"{tag}-i' in row for row in impressions) == 30, point
+
+    everything = tmp_path / "everything"
+    shutil.copytree(root, everything)
+    full = run_in_process(
+        "backfill", "--start", "2026-11-01", "--end", "2026-11-03", "--data-root", str(everything)
+    )
+    assert full.returncode == 0, full.stderr
+    assert_late_day_as_everything(root, everything)
 
 
 @pytest.mark.full
