@@ -20,6 +20,7 @@ import contextlib
 import datetime as dt
 import fnmatch
 import functools
+import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -364,19 +365,32 @@ def is_object_store_uri(root: str) -> bool:
     return "://" in root and not root.startswith("file:")
 
 
-def write_atomically(path: Root, data: str | bytes) -> None:
+def write_atomically(path: Root, data: str | bytes, durable: bool = True) -> None:
     """Readers see the old content or the new, never part of it.
 
     Locally: written beside under a hidden name (Spark's file source skips
-    those), then renamed. On S3 a PUT is atomic already.
+    those), then renamed. `durable`: the content is on disk (fsync) before
+    the rename, and the rename after it (fsync of the folder), so a power
+    loss leaves the old file or the new one, never an empty one in its
+    place; about 2.5 ms a file. On S3 a PUT is atomic and durable already.
     """
     payload = data.encode() if isinstance(data, str) else data
     if isinstance(path, S3Path):
         path.write_bytes(payload)
         return
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_bytes(payload)
+    with open(temporary, "wb") as file:
+        file.write(payload)
+        if durable:
+            file.flush()
+            os.fsync(file.fileno())
     temporary.replace(path)
+    if durable:
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
 
 
 def newest_change(path: Root) -> float:

@@ -207,10 +207,15 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: Source) -
         spark, settings, source, checkpoint, read_sidecar(checkpoint).get("skip_files", {})
     )
 
+    # After a recovery: files a table holds lines of were read before. One that is gone
+    # now (deleted since: landing folders are cleaned) is not an unreadable file.
+    held = {file for files in writer.skip_files.values() for file in files}
+
     def write_batch(files: DataFrame, batch_id: int) -> None:
         listed = files.collect()
         ingested_at_us = listed[0]["_ingested_at_us"] if listed else 0
         uris = [landing_uri(row["manifest"]) for row in listed]
+        uris = [u for u in uris if u not in held or still_a_regular_file(u, settings.data_root)]
         writer.write(parsed_lines(spark, settings, source, uris, ingested_at_us), batch_id)
 
     result = run_available_now(

@@ -11,6 +11,7 @@ from deltalake import DeltaTable
 from jobs import catalog
 from jobs.catalog import SOURCES
 from jobs.drivers.bronze import run_bronze
+from jobs.drivers.recovery import recover_layer
 from jobs.generate import GeneratorConfig, generate
 from tests.helpers import delta_count, delta_rows, delta_table, landing_lines
 
@@ -57,6 +58,22 @@ def test_counts_reconcile_for_malformed_input(spark, settings):
             f.endswith(".jsonl") or f.endswith(".gz")
             for f in quarantine["_source_file"].to_pylist()
         )
+
+
+def test_files_deleted_after_ingestion_are_not_quarantined_after_a_bronze_recovery(spark, settings):
+    """Landing folders get cleaned; `recover --layer bronze` makes the streams read every
+    manifest again. A file gone since it was ingested has nothing left to say."""
+    generate(GeneratorConfig(events=400, seed=14, malformed_rate=0), settings.landing)
+    list(run_bronze(spark, settings))
+    before = {s: delta_rows(settings.table("quarantine", s)) for s in SOURCES}
+    bronze = {s: bronze_identity(settings, s) for s in SOURCES}
+    for source in SOURCES:
+        sorted((settings.landing / source).iterdir())[0].unlink()
+
+    recover_layer(spark, settings, "bronze", echo=lambda line: None)
+    list(run_bronze(spark, settings))
+    assert {s: delta_rows(settings.table("quarantine", s)) for s in SOURCES} == before
+    assert {s: bronze_identity(settings, s) for s in SOURCES} == bronze
 
 
 def test_a_second_run_with_no_new_files_changes_nothing(spark, settings):

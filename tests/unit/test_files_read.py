@@ -14,6 +14,7 @@ import pytest
 
 from include.storage.checkpoints import CheckpointError, caught_up, files_read
 from include.storage.landing import landing_uri, manifest_files, manifest_name, scan_landing
+from include.storage.objects import write_atomically
 
 
 def write_log(path: Path, files: list[str]) -> None:
@@ -115,6 +116,52 @@ def test_the_landing_scan_reads_regular_files_and_reports_everything_else(tmp_pa
     assert again.notices == again.not_read + again.changed
     # A missing folder lists nothing.
     assert scan_landing(root / "landing" / "none", manifests, root).notices == []
+
+
+def test_a_manifest_a_power_loss_left_empty_is_written_again_from_its_file(tmp_path):
+    root = tmp_path / "data"
+    folder, manifests = root / "landing" / "clicks", root / "checkpoints" / "manifests"
+    folder.mkdir(parents=True)
+    (folder / "a.jsonl").write_text("{}\n")
+    scan_landing(folder, manifests, root)
+    (manifest,) = manifest_files(manifests)
+    written = manifest.read_text()
+    for torn in ("", '{"path": "/data/landing/clicks/a.js'):
+        manifest.write_text(torn)
+        scan = scan_landing(folder, manifests, root)
+        assert manifest.read_text() == written and scan.notices == []
+
+
+def test_an_atomic_write_reaches_the_disk_before_its_rename_and_the_rename_after(
+    tmp_path, monkeypatch
+):
+    """The order of the system calls, seen by wrapping os.fsync and Path.replace (each
+    still does its work)."""
+    calls: list[str] = []
+    fsync, replace = os.fsync, Path.replace
+
+    def synced(fd: int) -> None:
+        calls.append(f"fsync {Path(f'/proc/self/fd/{fd}').readlink()}")
+        fsync(fd)
+
+    def renamed(self: Path, target: Path) -> Path:
+        calls.append(f"rename {self} -> {target}")
+        return replace(self, target)
+
+    monkeypatch.setattr(os, "fsync", synced)
+    monkeypatch.setattr(Path, "replace", renamed)
+    target = tmp_path / "lakehouse.json"
+    write_atomically(target, '{"read_versions": {}}')
+    temporary = tmp_path / ".lakehouse.json.tmp"
+    assert calls == [
+        f"fsync {temporary}",
+        f"rename {temporary} -> {target}",
+        f"fsync {tmp_path}",
+    ]
+    assert target.read_text() == '{"read_versions": {}}' and not temporary.exists()
+    calls.clear()
+    write_atomically(target, "again", durable=False)
+    assert calls == [f"rename {temporary} -> {target}"] and target.read_text() == "again"
 
 
 def test_a_manifest_names_its_file_as_spark_does():
