@@ -303,9 +303,14 @@ def run_kafka_source(spark: SparkSession, settings: Settings, source: Source) ->
     query = f"bronze/{source.name}[kafka]"
     checkpoint = kafka_checkpoint(settings, source)
     state = topic_state(spark, settings.kafka_bootstrap_servers or "", topic)
-    if state is not None:
-        refuse_another_topic(checkpoint, query, source, state)
-        remember_topic(checkpoint, query, state)
+    if state is None:
+        # Spark's Kafka source would fail with a stack trace (the brokers here do not
+        # create topics on demand): nothing to read yet.
+        absent = StageResult(query, caught_up=True)
+        absent.notices = [f"topic '{topic}' does not exist (yet): nothing read"]
+        return absent
+    refuse_another_topic(checkpoint, query, source, state)
+    remember_topic(checkpoint, query, state)
     sidecar = read_sidecar(checkpoint)
     # After `lakehouse recover --layer bronze` the new checkpoint reads the topic from
     # its earliest offsets: messages a table already holds are not written twice.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import random
 import shutil
 import time
@@ -268,6 +269,65 @@ def test_a_topic_created_again_is_refused_then_read_from_where_the_operator_chos
         m for m in every_message(broker, settings) if m[0] == clicks and m[2] >= clicks_end[m[1]]
     }
     assert later and {m for m in new if m[0] == clicks} == later
+    assert_reconciled(spark, settings)
+
+
+def publish_in_transaction(spark, servers: str, topic: str, values: list[str], commit: bool):
+    """One transaction of a transactional producer (kafka-clients, in the driver's JVM)."""
+    jvm = spark._jvm
+    properties = jvm.java.util.Properties()
+    serializer = "org.apache.kafka.common.serialization.StringSerializer"
+    for key, value in {
+        "bootstrap.servers": servers,
+        "transactional.id": f"test-{topic}-{commit}",
+        "key.serializer": serializer,
+        "value.serializer": serializer,
+    }.items():
+        properties.put(key, value)
+    producer = jvm.org.apache.kafka.clients.producer.KafkaProducer(properties)
+    try:
+        producer.initTransactions()
+        producer.beginTransaction()
+        for value in values:
+            producer.send(jvm.org.apache.kafka.clients.producer.ProducerRecord(topic, value))
+        producer.flush()
+        if commit:
+            producer.commitTransaction()
+        else:
+            producer.abortTransaction()
+    finally:
+        producer.close()
+
+
+def test_messages_of_an_aborted_transaction_are_never_ingested(spark, tmp_path, broker):
+    settings = kafka_settings(tmp_path / "data", broker, "transactions-")
+    topic = settings.kafka_topic("user_actions")
+    broker.create_topics([topic])
+
+    def lines(tag: str) -> list[str]:
+        return [
+            json.dumps(
+                {
+                    "event_id": f"{tag}-{n}",
+                    "user_id": f"u{n}",
+                    "action": "view",
+                    "event_time": f"2026-11-01T10:{n:02d}:00Z",
+                }
+            )
+            for n in range(20)
+        ]
+
+    publish_in_transaction(spark, broker.bootstrap_servers, topic, lines("kept"), commit=True)
+    publish_in_transaction(spark, broker.bootstrap_servers, topic, lines("aborted"), commit=False)
+    publish_in_transaction(spark, broker.bootstrap_servers, topic, lines("after"), commit=True)
+    results = {r.stage: r for r in run_bronze(spark, settings)}
+
+    ids = delta_rows(settings.table("bronze", "user_actions"), ["event_id"])
+    committed = {f"{tag}-{n}" for tag in ("kept", "after") for n in range(20)}
+    assert {i for (i,) in ids} == committed
+    assert max(ids.values()) == 1
+    assert results["bronze/user_actions[kafka]"].rows_in == 40
+    assert delta_rows(settings.table("quarantine", "user_actions")).total() == 0
     assert_reconciled(spark, settings)
 
 
