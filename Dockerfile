@@ -9,9 +9,12 @@ FROM maven:3.9-eclipse-temurin-17 AS jars
 COPY jars/pom.xml /jars/pom.xml
 COPY jars/s3/pom.xml /jars/s3/pom.xml
 COPY jars/s3proxy/pom.xml /jars/s3proxy/pom.xml
-RUN for pom in /jars/pom.xml /jars/s3/pom.xml /jars/s3proxy/pom.xml; do \
+COPY jars/log-store /jars/log-store
+RUN for pom in /jars/pom.xml /jars/s3/pom.xml /jars/s3proxy/pom.xml /jars/log-store/pom.xml; do \
       mvn --batch-mode --quiet --strict-checksums -f "$pom" dependency:copy-dependencies -DoutputDirectory=. || exit 1; \
-    done
+    done \
+    && javac --release 17 -d /tmp/log-store -cp "/jars/log-store/*:/jars/*" /jars/log-store/FencedS3LogStore.java \
+    && jar --create --file /jars/s3/lakehouse-log-store.jar -C /tmp/log-store .
 
 FROM python:3.11-slim-bookworm
 

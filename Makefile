@@ -16,7 +16,7 @@ SPARK_MASTER ?= local[*]
 	kafka-up kafka-down kafka-status s3-up s3-down s3-status
 
 setup: $(VENV)/.installed jars/.fetched jars/kafka-broker/.fetched jars/s3/.fetched \
-	jars/s3proxy/.fetched $(VENV)/lakehouse-classes.jsa
+	jars/s3/lakehouse-log-store.jar jars/s3proxy/.fetched $(VENV)/lakehouse-classes.jsa
 
 # Copies a pom's dependencies next to it with the plugin version the pom pins; a jar
 # whose checksum does not match Maven Central's fails the fetch (--strict-checksums).
@@ -50,6 +50,22 @@ jars/s3/.fetched: jars/s3/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Spark's S3 connector"; exit 1; }
 	rm -f jars/s3/*.jar
 	$(FETCH_JARS) -f jars/s3/pom.xml
+	@touch $@
+
+# Our Delta log store for object-store roots (jars/log-store/FencedS3LogStore.java: a
+# writer that lost the data root's lock cannot commit), compiled against the Hadoop
+# client API pyspark ships and Delta's delta-storage.
+jars/s3/lakehouse-log-store.jar: jars/log-store/FencedS3LogStore.java jars/log-store/.fetched \
+		jars/.fetched jars/s3/.fetched
+	@command -v javac >/dev/null || { echo "a JDK 17 (javac) is required to build the S3 log store"; exit 1; }
+	rm -rf build/log-store
+	javac --release 17 -d build/log-store -cp "jars/log-store/*:jars/*" $<
+	jar --create --file $@ -C build/log-store .
+
+jars/log-store/.fetched: jars/log-store/pom.xml
+	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Hadoop's client API"; exit 1; }
+	rm -f jars/log-store/*.jar
+	$(FETCH_JARS) -f jars/log-store/pom.xml
 	@touch $@
 
 jars/s3proxy/.fetched: jars/s3proxy/pom.xml

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from include.class_archive import archive_path
 from include.errors import LakehouseError
+from include.storage.locks import held_object_lock
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,8 +55,19 @@ def spark_jars(object_store: bool = False) -> list[Path]:
                 f"Spark's S3 connector is not in {folder / 's3'}: run `make setup` (it fetches "
                 "hadoop-aws and the AWS SDK with Maven, as jars/s3/pom.xml lists them)."
             )
+        if not any(jar.name == "lakehouse-log-store.jar" for jar in s3):
+            raise LakehouseError(
+                f"The lakehouse's Delta log store for S3 is not in {folder / 's3'}: run "
+                "`make setup` (it compiles jars/log-store/FencedS3LogStore.java)."
+            )
         jars += s3
     return jars
+
+
+# jars/log-store/FencedS3LogStore.java, built by `make setup` into jars/s3/, and the
+# settings it reads: the writer lock's URI and this holder's token.
+FENCED_LOG_STORE = "lakehouse.delta.FencedS3LogStore"
+FENCE_SETTINGS = ("lakehouse.writer.lock", "lakehouse.writer.token")
 
 
 def delta_conf() -> dict[str, str]:
@@ -71,10 +83,10 @@ def delta_conf() -> dict[str, str]:
         # `lakehouse recover` restarts, whose sources have no new commit yet);
         # Delta's streaming source reads this setting for startingVersion too.
         "spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled": "true",
-        # On S3 (no atomic rename, no put-if-absent through Hadoop) Delta's log store
-        # for one driver at a time: the writer lock and the Airflow pool make it so
-        # (docs/object-storage.md says what several clusters writing at once need).
-        "spark.delta.logStore.s3a.impl": "io.delta.storage.S3SingleDriverLogStore",
+        # On S3 (no atomic rename): Delta's log store for one driver at a time (the
+        # writer lock and the Airflow pool make it so), fenced by that lock and
+        # creating each commit file with a conditional PUT (jars/log-store/).
+        "spark.delta.logStore.s3a.impl": FENCED_LOG_STORE,
     }
 
 
@@ -213,4 +225,20 @@ def get_spark(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    fence_commits(spark)
     return spark
+
+
+def fence_commits(spark: SparkSession) -> None:
+    """Tell the S3 log store which writer lock this command holds (none: unfenced).
+
+    Runtime settings, not the session's: a session outlives commands in tests
+    and notebooks. Spark copies them into the Hadoop configuration Delta hands
+    its log store at each commit.
+    """
+    held = held_object_lock()
+    for key, value in zip(FENCE_SETTINGS, held or (None, None), strict=True):
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)

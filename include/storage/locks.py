@@ -25,6 +25,13 @@ is gone. A holder that could not renew (paused longer than the lease, the
 store unreachable) may have lost the lock to another writer: its command then
 fails at the end instead of reporting success. Leases compare the writers'
 clocks: hosts sharing a root need synchronised clocks (NTP).
+
+The lock object also names its holder by a random token, and the Delta log
+store of object-store roots (`jars/log-store/FencedS3LogStore.java`) checks
+before every commit that the object still holds this process's token and an
+unexpired lease (`held_object_lock`; include/spark.py passes both to Spark). So
+a writer paused past its lease stops at its next commit, and its commit can
+never replace another writer's (a conditional PUT of the commit file).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -49,7 +57,16 @@ log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lakehouse-writer.lock"
 POLL_SECONDS = 0.5
-LEASE_SECONDS = 60
+# Seconds a holder's lease runs unrenewed (`LAKEHOUSE_LOCK_LEASE_SECONDS`: tests shorten it).
+LEASE_SECONDS = float(os.environ.get("LAKEHOUSE_LOCK_LEASE_SECONDS", "60"))
+
+# The object lock this process holds: its URI and this holder's token.
+_held: dict[str, str] = {}
+
+
+def held_object_lock() -> tuple[str, str] | None:
+    """(lock object URI, token) while this process holds an object-store root's lock."""
+    return (_held["uri"], _held["token"]) if _held else None
 
 
 class WriterBusyError(LakehouseError):
@@ -162,7 +179,14 @@ def _object_lock(
 ) -> Iterator[None]:
     path = data_root / LOCK_FILE
     since = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    holder = {"pid": os.getpid(), "host": socket.gethostname(), "command": command, "since": since}
+    token = uuid.uuid4().hex
+    holder = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "command": command,
+        "since": since,
+        "token": token,
+    }
     deadline = time.monotonic() + timeout_seconds
     announced = False
     while True:
@@ -194,9 +218,11 @@ def _object_lock(
         time.sleep(POLL_SECONDS)
     lease = _Lease(path, holder, etag)
     lease.start()
+    _held.update(uri=str(path), token=token)
     try:
         yield
     finally:
+        _held.clear()
         lease.stopped.set()
         lease.join()
         if lease.lost is None:

@@ -1,7 +1,9 @@
 """The lakehouse on an object-store data root: `s3a://` on a real S3 API server.
 
 In every CI run: the writer lock on S3 (a conditional write, a dead writer's
-lock taken over, the lease renewed).
+lock taken over, the lease renewed). In the full tier: a writer paused past
+its lease commits nothing once another writer holds the lock (the fenced log
+store).
 
 The server is S3Proxy (jars/s3proxy/), started and stopped with the README's
 `make s3-up` / `make s3-down` on a free port, its credentials generated. Every
@@ -26,6 +28,7 @@ the other commands on S3, and the crash suite at full size on S3
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import socket
@@ -50,9 +53,11 @@ from tests.helpers import (
     assert_gold_agrees_with_duckdb,
     delta_rows,
     delta_table,
+    kill_group,
     landing_lines,
     run_cli,
     settings_for,
+    start_cli,
 )
 
 pytestmark = pytest.mark.slow
@@ -304,6 +309,60 @@ def test_the_lease_is_renewed_while_the_writer_works(s3, monkeypatch):
         assert json.loads(lock.read_text())["lease_until"] > first + 0.4
         with pytest.raises(WriterBusyError), writer_lock(root, "backfill", timeout_seconds=0.5):
             pass
+
+
+def delta_commits(root: S3Path) -> set[str]:
+    """Every Delta commit file of every table under the root."""
+    return {
+        str(path)
+        for path, _ in (root / "lakehouse").objects()
+        if "/_delta_log/" in str(path) and str(path).endswith(".json")
+    }
+
+
+def process_state(pid: int) -> str:
+    """R, S, T (stopped), ... from /proc/<pid>/stat."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.full  # three runs on S3, each with its own JVM: about 4.5 minutes
+def test_a_writer_paused_past_its_lease_commits_nothing_after_it(s3):
+    """A `lakehouse run --layer silver` stops itself (SIGSTOP) just before its first Delta
+    commit; its whole process group (the JVM too) stays stopped past the lease while
+    another writer takes the lock over. Resumed, it must not commit: without the fence it
+    would MERGE its micro-batch into silver while the other writer holds the lock."""
+    root = s3.root("paused")
+    env = s3.env_for(root, LAKEHOUSE_LOCK_LEASE_SECONDS="3")
+    generated = run_cli("generate", "--events", "300", "--seed", "5", *DAYS_ARGS, env=env)
+    assert generated.returncode == 0, generated.stderr
+    bronze = run_cli("run", "--layer", "bronze", env=env)
+    assert bronze.returncode == 0, bronze.stdout[-3000:] + bronze.stderr[-3000:]
+
+    paused = start_cli(
+        "run", "--layer", "silver", env={**env, "LAKEHOUSE_PAUSE_AT": "write.before_commit"}
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while process_state(paused.pid) != "T":
+            assert paused.poll() is None, paused.communicate()
+            assert time.monotonic() < deadline, "the run never reached its first commit"
+            time.sleep(0.2)
+        os.killpg(paused.pid, signal.SIGSTOP)  # the Spark JVM too: a suspended machine
+        before = delta_commits(root)
+        with writer_lock(root, "another writer", timeout_seconds=60, echo=print):
+            os.killpg(paused.pid, signal.SIGCONT)
+            out, err = paused.communicate(timeout=300)
+            assert delta_commits(root) == before  # nothing while the other writer held it
+    finally:
+        kill_group(paused)
+    assert paused.returncode == 1, out[-3000:] + err[-3000:]
+    assert "this writer lost the data root's writer lock" in err, err[-3000:]
+    assert "another writer holds it now" in err
+
+    # The tables stay consistent: the next run takes up the micro-batch and passes.
+    again = run_cli("run", "--layer", "silver", env=env)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "run passed" in again.stdout
 
 
 def all_rows(settings) -> dict[str, Counter]:
