@@ -40,7 +40,7 @@ import org.apache.hadoop.fs.Path;
 public class FencedS3LogStore extends S3SingleDriverLogStore {
 
     public static final String LOCK = "lakehouse.writer.lock";
-    public static final String TOKEN = "lakehouse.writer.token";
+    public static final String HOLDER = "lakehouse.writer.token";
     private static final String CONDITIONAL_CREATE = "fs.option.create.conditional.overwrite";
     private static final Pattern TOKEN_FIELD = Pattern.compile("\"token\"\\s*:\\s*\"([^\"]*)\"");
     private static final Pattern LEASE_FIELD =
@@ -93,7 +93,7 @@ public class FencedS3LogStore extends S3SingleDriverLogStore {
     /** Fails unless the writer lock still names this writer and its lease runs. */
     static void checkLease(Configuration conf) throws IOException {
         final String lock = conf.get(LOCK);
-        final String token = conf.get(TOKEN);
+        final String token = conf.get(HOLDER);
         if (lock == null || lock.isEmpty() || token == null || token.isEmpty()) {
             return;
         }

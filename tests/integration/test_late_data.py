@@ -68,8 +68,15 @@ def write_late_arrivals(root: Path, tag: str = "late", sources: tuple[str, ...] 
             (root / "landing" / source / f"{tag}-arrivals.jsonl").write_text(text)
 
 
-def assert_late_day_as_everything(ours: Path, everything: Path) -> None:
-    """Every table's rows of the late day equal those of a backfill of everything."""
+def assert_late_day_as_everything(ours: Path, scratch: Path) -> None:
+    """Every table's rows of the late day equal those of a backfill of everything (on a
+    copy of the data root in `scratch`)."""
+    everything = scratch / "everything"
+    shutil.copytree(ours, everything)
+    full = run_in_process(
+        "backfill", "--start", "2026-11-01", "--end", "2026-11-03", "--data-root", str(everything)
+    )
+    assert full.returncode == 0, full.stderr
     mine, reference = settings_for(ours), settings_for(everything)
     for layer, name in TABLE_NAMES:
         assert rows_of_day(mine.table(layer, name), LATE_DAY) == rows_of_day(
@@ -137,13 +144,7 @@ def test_backfill_pending_recomputes_the_dates_of_late_rows_once(spark, tmp_path
     assert "wrote " in pending.stdout and " in 0 " not in pending.stdout
 
     # The late day now holds what a backfill of everything gives it.
-    everything = tmp_path / "everything"
-    shutil.copytree(root, everything)
-    full = run_in_process(
-        "backfill", "--start", "2026-11-01", "--end", "2026-11-03", "--data-root", str(everything)
-    )
-    assert full.returncode == 0, full.stderr
-    assert_late_day_as_everything(root, everything)
+    assert_late_day_as_everything(root, tmp_path)
     impressions = rows_of_day(settings_for(root).table("silver", "impressions"), LATE_DAY)
     assert sum('"late-i' in row for row in impressions) == 30
 
@@ -189,13 +190,7 @@ def test_a_run_killed_anywhere_in_its_commits_leaves_the_late_date_pending(spark
         impressions = rows_of_day(settings_for(root).table("silver", "impressions"), LATE_DAY)
         assert sum(f'"{tag}-i' in row for row in impressions) == 30, point
 
-    everything = tmp_path / "everything"
-    shutil.copytree(root, everything)
-    full = run_in_process(
-        "backfill", "--start", "2026-11-01", "--end", "2026-11-03", "--data-root", str(everything)
-    )
-    assert full.returncode == 0, full.stderr
-    assert_late_day_as_everything(root, everything)
+    assert_late_day_as_everything(root, tmp_path)
 
 
 @pytest.mark.full
