@@ -32,7 +32,7 @@ import re
 import socket
 from collections.abc import Iterator
 from functools import reduce
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
@@ -309,9 +309,9 @@ def run_kafka_source(spark: SparkSession, settings: Settings, source: Source) ->
         absent = StageResult(query, caught_up=True)
         absent.notices = [f"topic '{topic}' does not exist (yet): nothing read"]
         return absent
-    refuse_another_topic(checkpoint, query, source, state)
-    remember_topic(checkpoint, query, state)
     sidecar = read_sidecar(checkpoint)
+    refuse_another_topic(checkpoint, query, source, state, sidecar)
+    sidecar = remember_topic(checkpoint, query, state, sidecar)
     # After `lakehouse recover --layer bronze` the new checkpoint reads the topic from
     # its earliest offsets: messages a table already holds are not written twice.
     skip = sidecar.get("skip_offsets", {})
@@ -363,7 +363,9 @@ KAFKA_TOPIC = "kafka_topic"
 STARTING_OFFSETS = "starting_offsets"
 
 
-def topic_change(checkpoint: Root, query: str, now: TopicState) -> str | None:
+def topic_change(
+    checkpoint: Root, query: str, now: TopicState, sidecar: dict[str, Any]
+) -> str | None:
     """Why the topic `now` is not the one the checkpoint read before; None when it is.
 
     Another id (a topic deleted and created again), a partition gone, or
@@ -371,7 +373,7 @@ def topic_change(checkpoint: Root, query: str, now: TopicState) -> str | None:
     holds (that only moves on), or the end of the latest micro-batch Spark
     planned (its Kafka offsets, `{"topic": {"partition": offset}}`).
     """
-    seen = read_sidecar(checkpoint).get(KAFKA_TOPIC) or {}
+    seen = sidecar.get(KAFKA_TOPIC) or {}
     if seen.get("id") and seen["id"] != now.id:
         return f"its id is {now.id}, the topic read before had id {seen['id']}"
     position = read_position(checkpoint, query)
@@ -393,9 +395,11 @@ def topic_change(checkpoint: Root, query: str, now: TopicState) -> str | None:
     return None
 
 
-def refuse_another_topic(checkpoint: Root, query: str, source: Source, now: TopicState) -> None:
-    """Stop before reading a topic that is not the one the checkpoint read."""
-    why = topic_change(checkpoint, query, now)
+def refuse_another_topic(
+    checkpoint: Root, query: str, source: Source, now: TopicState, sidecar: dict[str, Any]
+) -> None:
+    """Stop before reading a topic that is not the one the checkpoint (its `sidecar`) read."""
+    why = topic_change(checkpoint, query, now, sidecar)
     if why is None:
         return
     command = f"lakehouse recover --kafka-source {source.name} --from"
@@ -408,15 +412,17 @@ def refuse_another_topic(checkpoint: Root, query: str, source: Source, now: Topi
     )
 
 
-def remember_topic(checkpoint: Root, query: str, now: TopicState) -> None:
-    """Record the topic the checkpoint reads (its id, its oldest offsets), when it changed."""
-    sidecar = read_sidecar(checkpoint)
+def remember_topic(
+    checkpoint: Root, query: str, now: TopicState, sidecar: dict[str, Any]
+) -> dict[str, Any]:
+    """Record the topic the checkpoint reads (its id, its oldest offsets), when it changed;
+    the sidecar as it is now."""
     if sidecar.get(KAFKA_TOPIC) == now.recorded():
-        return
+        return sidecar
     created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    write_sidecar(
-        checkpoint, {"query": query, "created": created, **sidecar, KAFKA_TOPIC: now.recorded()}
-    )
+    recorded = {"query": query, "created": created, **sidecar, KAFKA_TOPIC: now.recorded()}
+    write_sidecar(checkpoint, recorded)
+    return recorded
 
 
 # Spark's errors for offsets a checkpoint holds that Kafka no longer has (KAFKA_DATA_LOSS.*).

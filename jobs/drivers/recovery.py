@@ -116,7 +116,7 @@ def recover_layer(
     }
     for source in SOURCES:
         tables = [settings.table(layer, source), settings.table("quarantine", source)]
-        retired_ids[source] = sorted(set().union(*(streams_that_wrote(t) for t in tables)))
+        retired_ids[source] = _writers(tables)
         _retire(settings.checkpoint(layer, source), retired / source, f"{layer}/{source}", echo)
         _retire(
             kafka_checkpoint(settings, SOURCES[source]),
@@ -182,8 +182,9 @@ def recover_kafka_topic(
     if state is None:
         raise LakehouseError(f"recover --kafka-source: topic '{topic}' does not exist")
     query = f"bronze/{source.name}[kafka]"
-    tables = [settings.table("bronze", source.name), settings.table("quarantine", source.name)]
-    writers = sorted(set().union(*(streams_that_wrote(t) for t in tables)))
+    writers = _writers(
+        [settings.table("bronze", source.name), settings.table("quarantine", source.name)]
+    )
     checkpoint = kafka_checkpoint(settings, source)
     retired = settings.checkpoints / RETIRED / _stamp() / "bronze" / f"{source.name}[kafka]"
     _retire(checkpoint, retired, query, echo)
@@ -252,6 +253,11 @@ def recover_tables(
         write_sidecar(checkpoint, sidecar)
         echo(f"{table.id}: new checkpoint {checkpoint}")
     return retired
+
+
+def _writers(tables: Sequence[Root]) -> list[str]:
+    """The query ids of the streams that committed to any of the tables."""
+    return sorted(set().union(*(streams_that_wrote(t) for t in tables)))
 
 
 def _stamp() -> str:
