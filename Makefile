@@ -11,7 +11,7 @@ SAMPLE_EVENTS ?= 20000
 AIRFLOW_PORT ?= 8080
 SPARK_MASTER ?= local[*]
 
-.PHONY: setup browser run bench test test-full audit lint format typecheck lock clean \
+.PHONY: setup browser run bench bench-overhead test test-full audit lint format typecheck lock clean \
 	airflow-up airflow-down airflow-status spark-cluster-up spark-cluster-down \
 	kafka-up kafka-down kafka-status s3-up s3-down s3-status
 
@@ -91,6 +91,11 @@ run: setup
 BENCH_ARGS ?=
 bench: setup
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
+
+# What a small run costs (docs/benchmarks.md, "Fixed costs"): `make run`'s sample, an
+# empty run and one new file, 3 times each, against a bare Spark start (about 15 minutes).
+bench-overhead: setup
+	$(BIN)/python -m benchmarks.overhead $(BENCH_ARGS)
 
 # Airflow on the embedded SQLite database, DAGs from dags/; prints the admin password.
 airflow-up: setup

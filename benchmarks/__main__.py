@@ -47,12 +47,12 @@ import psutil
 
 from benchmarks.harness import (
     LAKEHOUSE,
-    Measured,
     lakehouse,
     measure,
     mib,
+    repeated,
+    run_figures,
     run_summary,
-    seconds_by_layer,
 )
 from benchmarks.references import duckdb_tables
 from benchmarks.report import label, markdown
@@ -104,48 +104,6 @@ def land(root: Root, events: int, per_day: int, seed: int, start: dt.datetime) -
         config = GeneratorConfig(events=size, seed=seed + day, start=start + dt.timedelta(days=day))
         lines += sum(generate(config, root / "landing").lines.values())
     return lines
-
-
-def run_figures(root: Path, measured: Measured, reports: Path | None = None) -> dict[str, Any]:
-    """A `lakehouse run`: times per stage, rows, throughput with and without start-up."""
-    summary = run_summary(root, measured, reports)
-    stages = summary["stages"]
-    lines = sum(s["rows_in"] for s in stages if s["stage"].startswith("bronze/"))
-    per_layer = seconds_by_layer((s["stage"], s["seconds"]) for s in stages)
-    per_layer["validation"] = round(sum(c["seconds"] for c in summary["checks"]), 2)
-    run_seconds = summary["seconds"]
-    return {
-        **measured.figures(),
-        "run_seconds": run_seconds,
-        "startup_seconds": round(measured.seconds - run_seconds, 2),
-        "lines": lines,
-        "bronze_rows": sum(s["rows_out"].get("bronze", 0) for s in stages),
-        "events_per_second": round(lines / measured.seconds),
-        "events_per_second_without_startup": round(lines / run_seconds) if run_seconds else None,
-        "stages": per_layer,
-        "other_seconds": round(run_seconds - sum(per_layer.values()), 2),
-        "queries": {s["stage"]: s["seconds"] for s in stages},
-        "state": {s["stage"]: s["state_operators"] for s in stages if s.get("state_operators")},
-        "status": summary["status"],
-    }
-
-
-def repeated(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Repetitions of one kind of run: every one's figures, and the median run's beside
-    the spread of the wall and run times (the median run is the one with median wall time)."""
-    ordered = sorted(runs, key=lambda r: r["seconds"])
-    median = ordered[(len(ordered) - 1) // 2]
-
-    def spread(key: str) -> dict[str, float]:
-        values = sorted(r[key] for r in runs)
-        return {"median": median[key], "min": values[0], "max": values[-1]}
-
-    return {
-        **median,
-        "repetitions": len(runs),
-        "spread": {key: spread(key) for key in ("seconds", "run_seconds")},
-        "each": runs,
-    }
 
 
 def median(values: list[float]) -> float:

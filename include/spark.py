@@ -229,6 +229,18 @@ def get_spark(
     return spark
 
 
+# A local property naming the pipeline stage whose Spark jobs follow (`bronze/clicks`,
+# `checks silver`): the event log and Spark's UI then tell each stage's jobs apart
+# (benchmarks/spark_jobs.py counts them). A query's jobs inherit the label of the
+# thread that started it.
+STAGE_PROPERTY = "lakehouse.stage"
+
+
+def label_jobs(spark: SparkSession, stage: str | None) -> None:
+    """Label the Spark jobs this thread starts from now on with `stage` (None: unlabelled)."""
+    spark.sparkContext.setLocalProperty(STAGE_PROPERTY, stage)  # type: ignore[arg-type]
+
+
 def fence_commits(spark: SparkSession) -> None:
     """Tell the S3 log store which writer lock this command holds (none: unfenced).
 

@@ -41,6 +41,7 @@ from include.delta import StreamSink
 from include.errors import LakehouseError
 from include.kafka import TopicState, topic_state
 from include.settings import Settings
+from include.spark import label_jobs
 from include.storage.checkpoints import (
     UPGRADE_COMMAND,
     CheckpointError,
@@ -475,8 +476,10 @@ def run_bronze(spark: SparkSession, settings: Settings) -> Iterator[StageResult]
     if settings.kafka_bootstrap_servers:
         refuse_unreachable_brokers(settings.kafka_bootstrap_servers)  # before anything is read
     for source in SOURCES.values():
+        label_jobs(spark, f"bronze/{source.name}")
         files = run_bronze_source(spark, settings, source)
         files.checks_after_next = bool(settings.kafka_bootstrap_servers)
         yield files
         if settings.kafka_bootstrap_servers:
+            label_jobs(spark, f"bronze/{source.name} (kafka)")
             yield run_kafka_source(spark, settings, source)

@@ -24,6 +24,7 @@ from include.delta import is_delta_table, latest_version, read_added_since
 from include.delta.log import column_max
 from include.runs import new_run_id
 from include.settings import Settings
+from include.spark import label_jobs
 from include.storage.objects import Root
 from jobs.catalog import LAYERS, SOURCES, tables_in
 from jobs.drivers.bronze import run_bronze
@@ -160,14 +161,17 @@ def run_pipeline(
                     echo(f"  {notice}")
                 if result.checks_after_next:
                     continue
+                label_jobs(spark, f"checks {layer}")
                 if validation.check(tables_written_by(result.stage)).failures:
                     break  # the generator is not resumed: later queries do not run
             else:
+                label_jobs(spark, f"checks {layer}")
                 validation.check(validation.unchecked)  # checks of the whole layer
             if layer == "bronze":
                 outcome.quarantine = quarantine_by_reason(spark, settings, quarantine_before)
             if layer == "gold":
                 outcome.newest_events = newest_events(settings)
+            label_jobs(spark, f"checks {layer}")
             for line in validation.finish().lines():
                 echo(line)
             if validation.result.failures:

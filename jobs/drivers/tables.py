@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from include.delta import StreamSink, read_stream
 from include.settings import Settings
+from include.spark import label_jobs
 from include.storage.checkpoints import (
     REBUILT_BY_BACKFILL,
     CheckpointError,
@@ -189,6 +190,7 @@ def run_tables(spark: SparkSession, settings: Settings, layer: str) -> Iterator[
     """Every table of the layer, in catalog order: a stream each, or the windows the
     query named by `closed_by` has closed."""
     for table in tables_in(layer):
+        label_jobs(spark, table.id)
         if table.closed_by is None:
             yield write_table(spark, settings, table)
             continue
