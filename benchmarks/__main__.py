@@ -35,7 +35,6 @@ import datetime as dt
 import json
 import math
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -43,11 +42,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from benchmarks.harness import (
     LAKEHOUSE,
     lakehouse,
+    machine,
     measure,
     mib,
     repeated,
@@ -74,26 +72,6 @@ def count(text: str) -> int:
     """1M, 200k or 5000."""
     scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:].lower(), 1)
     return int(float(text[:-1] if scale > 1 else text) * scale)
-
-
-def machine() -> dict[str, Any]:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
-    return {
-        "cores": os.cpu_count(),
-        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "cpu": cpu,
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "java": java.splitlines()[0] if java else None,
-    }
 
 
 def land(root: Root, events: int, per_day: int, seed: int, start: dt.datetime) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -176,4 +177,24 @@ def repeated(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "repetitions": len(runs),
         "spread": {key: spread(key) for key in ("seconds", "run_seconds") if key in median},
         "each": runs,
+    }
+
+
+def machine() -> dict[str, Any]:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    return {
+        "cores": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "cpu": cpu,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "java": java.splitlines()[0] if java else None,
     }

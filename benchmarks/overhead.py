@@ -27,7 +27,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import LAKEHOUSE, lakehouse, measure, repeated, run_figures, run_summary
+from benchmarks.harness import (
+    LAKEHOUSE,
+    lakehouse,
+    machine,
+    measure,
+    repeated,
+    run_figures,
+    run_summary,
+)
 from benchmarks.spark_jobs import event_log_env, jobs_by_stage
 
 SAMPLE = ["--events", "20000", "--seed", "7", "--days", "2"]  # the Makefile's `make run`
@@ -112,6 +120,8 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         f"# Run overhead, {results['date']}, commit {results['commit']}",
         "",
+        "Machine: {cores} cores, {memory_gib} GiB, {cpu}, {java}.".format(**results["machine"]),
+        "",
         "| run | wall s (median) | spread | run s | x bare Spark start |",
         "|---|---|---|---|---|",
     ]
@@ -160,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "date": dt.date.today().isoformat(),
         "commit": commit.stdout.strip(),
+        "machine": machine(),
         "bare_spark": repeated([bare_spark(logs, k) for k in range(1, reps + 1)]),
     }
     samples = [sample_run(base, logs, k) for k in range(1, reps + 1)]

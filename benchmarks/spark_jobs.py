@@ -40,8 +40,8 @@ def event_log_env(folder: Path) -> dict[str, str]:
 
 
 def _events(folder: Path) -> Iterator[dict[str, Any]]:
-    for path in sorted((folder / "events").rglob("*")):
-        if path.is_file() and not path.name.startswith("appstatus"):
+    for path in sorted((folder / "events").rglob("events_*")):
+        if path.is_file():
             with path.open() as lines:
                 for line in lines:
                     yield json.loads(line)

@@ -65,8 +65,9 @@ class StreamSink:
     batch is upserted (MERGE) on those keys, for current-state tables. With
     `insert_new_keys`, rows whose keys the table holds are left out (a stream
     `lakehouse recover` restarted over a table its backfill rebuilt).
-    `rows_written`, `batches_committed` and `batches_skipped` count what this
-    process did, for progress reports.
+    A micro-batch that only moved the watermark on and wrote no rows commits
+    nothing. `rows_written`, `batches_committed`, `batches_skipped` and
+    `batches_empty` count what this process did, for progress reports.
     """
 
     spark: SparkSession
@@ -82,6 +83,7 @@ class StreamSink:
     rows_written: int = 0
     batches_committed: int = 0
     batches_skipped: int = 0
+    batches_empty: int = 0
     _app_id: str | None = None
 
     def __post_init__(self) -> None:
@@ -101,7 +103,29 @@ class StreamSink:
         if committed is not None and committed >= batch_id:
             self._skip(batch, batch_id)
             return
+        # Imported here: include.storage.checkpoints reads the Delta log through this package.
+        from include.storage.checkpoints import reads_input
+
         rows = batch.select(*self.schema.names)
+        query = f"{self.checkpoint.parent.name}/{self.checkpoint.name}"
+        if reads_input(self.checkpoint, query, batch_id):
+            self._commit(rows, batch_id)
+            return
+        # A batch that only moves the watermark on (a no-data batch): it emits the
+        # windows and sessions the watermark closed, often none. Run once, kept;
+        # committed only with rows: an empty commit costs a Delta commit here and
+        # starts the streams downstream and their checks for nothing.
+        rows.persist()
+        try:
+            if rows.count() == 0:
+                log.info("%s: batch %d wrote no rows, nothing committed", self.table_path, batch_id)
+                self.batches_empty += 1
+                return
+            self._commit(rows, batch_id)
+        finally:
+            rows.unpersist()
+
+    def _commit(self, rows: DataFrame, batch_id: int) -> None:
         if self.merge_keys:
             merge_upsert(rows, self.table_path, self.merge_keys, self.app_id, batch_id)
         elif self.insert_new_keys:

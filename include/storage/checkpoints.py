@@ -250,12 +250,27 @@ def batches_with_input(checkpoint: Root, query: str, after: int | None) -> dict[
     for batch in range(first + 1, position.completed + 1):
         if not (offsets / str(batch)).exists():
             continue  # purged by Spark (it keeps the latest hundred)
-        metadata, *sources = _log_entries(checkpoint, offsets / str(batch), query)
-        before = offsets / str(batch - 1)
-        if before.exists() and _log_entries(checkpoint, before, query)[1:] == sources:
-            continue
-        found[batch] = int((metadata or {}).get("batchWatermarkMs", 0))
+        if reads_input(checkpoint, query, batch):
+            metadata = _log_entries(checkpoint, offsets / str(batch), query)[0]
+            found[batch] = int((metadata or {}).get("batchWatermarkMs", 0))
     return found
+
+
+def reads_input(checkpoint: Root, query: str, batch: int) -> bool:
+    """Whether micro-batch `batch` read input: its source offsets differ from the batch
+    before's. Spark also plans batches that only move the watermark on (no-data
+    batches); they emit what the new watermark closes, often nothing.
+
+    Spark writes a batch's offsets before it runs the batch. A batch whose own or
+    previous offsets are gone (Spark keeps the latest hundred) counts as reading.
+    """
+    offsets = checkpoint / "offsets"
+    current, before = offsets / str(batch), offsets / str(batch - 1)
+    if batch == 0 or not current.exists() or not before.exists():
+        return True
+    return (
+        _log_entries(checkpoint, current, query)[1:] != _log_entries(checkpoint, before, query)[1:]
+    )
 
 
 def files_read(checkpoint: Root, query: str) -> set[str]:

@@ -30,8 +30,8 @@ import datetime as dt
 import operator
 import re
 import socket
-from collections.abc import Iterator
-from functools import reduce
+from collections.abc import Callable, Iterator
+from functools import partial, reduce
 from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
@@ -63,7 +63,7 @@ from include.storage.landing import (
 from include.storage.objects import Root, location
 from jobs.catalog import SOURCES, Source
 from jobs.drivers.streaming import run_available_now
-from jobs.quality.ledger import record_lines_read
+from jobs.quality.ledger import ensure_ledger, record_lines_read
 from jobs.reports.progress import StageResult
 from jobs.schemas import KAFKA_COLUMNS, QUARANTINE_SCHEMA, bronze_schema
 from jobs.transforms.landing import parse_landing_lines
@@ -462,24 +462,39 @@ def refuse_unreachable_brokers(servers: str, timeout: float = 5) -> None:
     )
 
 
-def run_bronze(spark: SparkSession, settings: Settings) -> Iterator[StageResult]:
-    """Per source, its landing files, then its Kafka topic when one is configured.
+def bronze_queries(
+    spark: SparkSession, settings: Settings
+) -> list[Callable[[], list[StageResult]]]:
+    """Per source, one unit of work: its landing files, then its Kafka topic when one
+    is configured. The sources' units share no table but the ledger (blind appends,
+    which Delta commits side by side): they can run at the same time.
 
-    Two queries, not one reading both inputs: each input keeps its own
+    Two queries per source, not one reading both inputs: each input keeps its own
     checkpoint, so turning Kafka on (or off) leaves the landing stream's
     checkpoint valid (Spark refuses a checkpoint whose query gained or lost a
     source), an expired topic stops only its own query, and the file stream
     keeps the manifests and file vetting it needs while Kafka's source keeps
     its offsets. Both commit to the same bronze and quarantine tables (each
-    micro-batch once, keyed by its own query id); the tables' checks run after both.
+    micro-batch once, keyed by its own query id), one after the other; the
+    tables' checks run after both.
     """
     if settings.kafka_bootstrap_servers:
         refuse_unreachable_brokers(settings.kafka_bootstrap_servers)  # before anything is read
-    for source in SOURCES.values():
-        label_jobs(spark, f"bronze/{source.name}")
-        files = run_bronze_source(spark, settings, source)
-        files.checks_after_next = bool(settings.kafka_bootstrap_servers)
-        yield files
-        if settings.kafka_bootstrap_servers:
-            label_jobs(spark, f"bronze/{source.name} (kafka)")
-            yield run_kafka_source(spark, settings, source)
+    ensure_ledger(spark, settings)  # written by every source's queries
+    return [partial(run_source, spark, settings, source) for source in SOURCES.values()]
+
+
+def run_source(spark: SparkSession, settings: Settings, source: Source) -> list[StageResult]:
+    """The source's landing files, then its Kafka topic when one is configured."""
+    label_jobs(spark, f"bronze/{source.name}")
+    results = [run_bronze_source(spark, settings, source)]
+    if settings.kafka_bootstrap_servers:
+        label_jobs(spark, f"bronze/{source.name}[kafka]")
+        results.append(run_kafka_source(spark, settings, source))
+    return results
+
+
+def run_bronze(spark: SparkSession, settings: Settings) -> Iterator[StageResult]:
+    """Every bronze query, one source after the other (`bronze_queries`)."""
+    for query in bronze_queries(spark, settings):
+        yield from query()

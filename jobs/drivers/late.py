@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from include.delta import append_rows, is_delta_table, read_added_since, read_table
+from include.delta import (
+    append_rows,
+    ensure_table,
+    is_delta_table,
+    read_added_since,
+    read_table,
+)
 from include.settings import Settings
 from include.storage.checkpoints import COMPLETED_BATCH, batches_with_input, read_sidecar
 from include.storage.objects import Root
@@ -121,6 +127,11 @@ def record_late_dates(
         LATE_DATES_SCHEMA,
     )
     return sorted(counts)
+
+
+def ensure_late_dates(spark: SparkSession, settings: Settings) -> None:
+    """The late dates' table, created before the queries that append to it side by side."""
+    ensure_table(spark, late_dates_path(settings), LATE_DATES_SCHEMA)
 
 
 def record_backfill(

@@ -15,7 +15,9 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -26,9 +28,10 @@ from include.runs import new_run_id
 from include.settings import Settings
 from include.spark import label_jobs
 from include.storage.objects import Root
-from jobs.catalog import LAYERS, SOURCES, tables_in
-from jobs.drivers.bronze import run_bronze
-from jobs.drivers.tables import refuse_changed_rules, run_tables
+from jobs.catalog import LAYERS, SOURCES, tables_in, waves_of
+from jobs.drivers.bronze import bronze_queries
+from jobs.drivers.late import ensure_late_dates
+from jobs.drivers.tables import refuse_changed_rules, run_table
 from jobs.quality.gate import QualityGate
 from jobs.quality.validate import (
     LayerValidation,
@@ -47,11 +50,47 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def run_layer(spark: SparkSession, settings: Settings, layer: str) -> Iterator[StageResult]:
-    """The queries of one layer: bronze per source, then the catalog's tables."""
+# A unit of work of a layer: one query, or (bronze) a source's queries one after the other.
+Query = Callable[[], list[StageResult]]
+
+
+def layer_waves(spark: SparkSession, settings: Settings, layer: str) -> list[list[Query]]:
+    """The layer's queries in waves (`jobs.catalog.waves_of`): bronze's sources in one,
+    then each wave of tables. A wave's queries read nothing another of them writes."""
     if layer == "bronze":
-        return run_bronze(spark, settings)
-    return run_tables(spark, settings, layer)
+        return [bronze_queries(spark, settings)]
+    ensure_late_dates(spark, settings)  # any stateful query of a wave may append to it
+    return [[partial(run_table, spark, settings, t) for t in wave] for wave in waves_of(layer)]
+
+
+def run_wave(queries: Sequence[Query]) -> tuple[list[StageResult], BaseException | None]:
+    """Run the queries at the same time, each on a thread of its own, until all have ended.
+
+    Spark runs the jobs of several queries side by side: while one query plans,
+    commits or waits for Python, another's tasks use the cores. Each streaming
+    query runs on its own clone of the session (Spark's), so settings a
+    foreachBatch function sets (a MERGE's app transaction) stay its own. Returns
+    the results of the queries that ended, in order, and the first error.
+    """
+    if len(queries) == 1:
+        try:
+            return queries[0](), None
+        except Exception as error:
+            return [], error
+    with ThreadPoolExecutor(len(queries), thread_name_prefix="lakehouse-query") as pool:
+        futures = [pool.submit(query) for query in queries]
+    results = [r for f in futures if f.exception() is None for r in f.result()]
+    errors = [f.exception() for f in futures if f.exception() is not None]
+    return results, errors[0] if errors else None
+
+
+def run_layer(spark: SparkSession, settings: Settings, layer: str) -> Iterator[StageResult]:
+    """The queries of one layer, wave after wave, without checks."""
+    for wave in layer_waves(spark, settings, layer):
+        results, error = run_wave(wave)
+        yield from results
+        if error is not None:
+            raise error
 
 
 def _version(path: Root) -> int | None:
@@ -149,34 +188,40 @@ def run_pipeline(
     with reported(settings, run, spark) as outcome:
         refuse_changed_rules(settings, layers)
         baselines = last_passed_versions(settings)
-        for layer in (layer for layer in LAYERS if layer in layers):
-            validation = LayerValidation(
-                spark, settings, gate, layer, run_id, baselines, stages=outcome.stages
-            )
-            outcome.checks.append(validation.result)
-            for result in run_layer(spark, settings, layer):
-                outcome.stages.append(result)
-                echo(result.summary())
-                for notice in result.notices:
-                    echo(f"  {notice}")
-                if result.checks_after_next:
-                    continue
+        try:
+            for layer in (layer for layer in LAYERS if layer in layers):
+                validation = LayerValidation(
+                    spark, settings, gate, layer, run_id, baselines, stages=outcome.stages
+                )
+                outcome.checks.append(validation.result)
+                for wave in layer_waves(spark, settings, layer):
+                    results, error = run_wave(wave)
+                    for result in results:
+                        outcome.stages.append(result)
+                        echo(result.summary())
+                        for notice in result.notices:
+                            echo(f"  {notice}")
+                    if error is not None:
+                        raise error
+                    label_jobs(spark, f"checks {layer}")
+                    written = (table for r in results for table in tables_written_by(r.stage))
+                    if validation.check(dict.fromkeys(written)).failures:
+                        break  # the later waves do not run
+                else:
+                    label_jobs(spark, f"checks {layer}")
+                    validation.check(validation.unchecked)  # checks of the whole layer
+                if layer == "bronze":
+                    outcome.quarantine = quarantine_by_reason(spark, settings, quarantine_before)
+                if layer == "gold":
+                    outcome.newest_events = newest_events(settings)
                 label_jobs(spark, f"checks {layer}")
-                if validation.check(tables_written_by(result.stage)).failures:
-                    break  # the generator is not resumed: later queries do not run
-            else:
-                label_jobs(spark, f"checks {layer}")
-                validation.check(validation.unchecked)  # checks of the whole layer
-            if layer == "bronze":
-                outcome.quarantine = quarantine_by_reason(spark, settings, quarantine_before)
-            if layer == "gold":
-                outcome.newest_events = newest_events(settings)
-            label_jobs(spark, f"checks {layer}")
-            for line in validation.finish().lines():
-                echo(line)
-            if validation.result.failures:
-                outcome.blocked_at = layer
-                break
+                for line in validation.finish(build_docs=False).lines():
+                    echo(line)
+                if validation.result.failures:
+                    outcome.blocked_at = layer
+                    break
+        finally:
+            gate.build_docs()  # once, for every layer checked
     return outcome
 
 

@@ -8,7 +8,7 @@ own query with its own checkpoint under `checkpoints/<layer>/<table>`.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from include.delta import StreamSink, read_stream
@@ -186,14 +186,11 @@ def write_table(spark: SparkSession, settings: Settings, table: Table) -> StageR
     return result
 
 
-def run_tables(spark: SparkSession, settings: Settings, layer: str) -> Iterator[StageResult]:
-    """Every table of the layer, in catalog order: a stream each, or the windows the
-    query named by `closed_by` has closed."""
-    for table in tables_in(layer):
-        label_jobs(spark, table.id)
-        if table.closed_by is None:
-            yield write_table(spark, settings, table)
-            continue
-        result = write_closed_windows(spark, settings, table, transform_of(table))
-        remember_fingerprint(settings, table)
-        yield result
+def run_table(spark: SparkSession, settings: Settings, table: Table) -> list[StageResult]:
+    """The table's stream, or the windows the query named by `closed_by` has closed."""
+    label_jobs(spark, table.id)
+    if table.closed_by is None:
+        return [write_table(spark, settings, table)]
+    result = write_closed_windows(spark, settings, table, transform_of(table))
+    remember_fingerprint(settings, table)
+    return [result]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import types as T
 
-from include.delta import append_rows
+from include.delta import append_rows, ensure_table
 from include.settings import Settings
 from include.storage.objects import Root
 
@@ -32,6 +32,11 @@ LEDGER_SCHEMA = T.StructType(
 
 def ledger_path(settings: Settings) -> Root:
     return settings.meta("bronze_ledger")
+
+
+def ensure_ledger(spark: SparkSession, settings: Settings) -> None:
+    """The ledger, created before the bronze queries that append to it side by side."""
+    ensure_table(spark, ledger_path(settings), LEDGER_SCHEMA)
 
 
 def record_lines_read(

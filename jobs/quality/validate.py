@@ -474,10 +474,12 @@ class LayerValidation:
         self.result.seconds += time.perf_counter() - started
         return self.result
 
-    def finish(self) -> LayerCheck:
-        """Render Data Docs and record every outcome of the layer."""
+    def finish(self, build_docs: bool = True) -> LayerCheck:
+        """Record every outcome of the layer; render Data Docs unless the caller does
+        it once for several layers (`QualityGate.build_docs`)."""
         started = time.perf_counter()
-        self.gate.build_docs()
+        if build_docs:
+            self.gate.build_docs()
         record_results(self.spark, self.settings, self.run_id, self.result)
         self.result.seconds += time.perf_counter() - started
         return self.result

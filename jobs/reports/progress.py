@@ -31,9 +31,6 @@ class StageResult:
     # What the run must tell its user beyond the figures (bronze: landing entries
     # it never reads, files changed after their ingestion), one line each.
     notices: list[str] = field(default_factory=list)
-    # Another query writes the same tables next in this run (bronze's landing files,
-    # then its Kafka topic): their checks wait for it, and check both at once.
-    checks_after_next: bool = False
     # Written in batch (a backfill's table): rows written, no input count or batches.
     batch: bool = False
     # MERGE on keys (an upsert table): rows_out counts rows merged (inserted or

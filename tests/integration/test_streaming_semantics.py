@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +19,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from include.delta import StreamSink, append, ensure_table, read_stream
-from include.storage.checkpoints import CheckpointError
+from include.delta.log import STREAM_KEY, open_table
+from include.storage.checkpoints import CheckpointError, reads_input
 from jobs.catalog import SOURCES
 from jobs.drivers.streaming import run_available_now
 from jobs.reports.progress import StageResult
@@ -78,6 +80,23 @@ class Harness:
             self.output_mode,
             sources=[self.root / name for name in self.inputs],
         )
+
+    def batches(self) -> list[int]:
+        """Every micro-batch the query planned, and whether each read input."""
+        offsets = self.root / "checkpoint" / "offsets"
+        return sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit())
+
+    def batches_read_input(self) -> list[int]:
+        return [b for b in self.batches() if reads_input(self.root / "checkpoint", self.name, b)]
+
+    def committed_batches(self) -> list[int]:
+        """The micro-batches the output table has a commit of."""
+        found = []
+        for commit in open_table(self.output).history():
+            metadata = json.loads(commit.get("userMetadata") or "{}")
+            if STREAM_KEY in metadata:
+                found.append(int(metadata["batchId"]))
+        return sorted(found)
 
     def rows(self, *columns: str) -> set[tuple]:
         if not (self.output / "_delta_log").exists():
@@ -228,6 +247,12 @@ def test_sliding_windows_are_written_only_after_the_watermark_passes_their_end(s
         (at(0), at(10), "view", 3),
         (at(5), at(15), "view", 1),
     }
+    # Each run planned a batch of input, then one that only moved the watermark on
+    # (a no-data batch). The first run's closed no window: no commit. The second
+    # run's wrote the three windows: committed.
+    assert h.batches() == [0, 1, 2, 3]
+    assert h.batches_read_input() == [0, 2]
+    assert h.committed_batches() == [0, 2, 3]
 
 
 # -- attribution join ---------------------------------------------------------------------
