@@ -155,6 +155,10 @@ class Settings:
     # its watermark gets a warning (the late_drops checks): recover the rows with
     # `lakehouse backfill --pending`.
     late_share_warning: float = 0.05
+    # Queries of one wave (queries that read nothing of each other) run at the same
+    # time on up to this many threads: LAKEHOUSE_QUERY_THREADS (the widest wave has
+    # three). 1: one after the other.
+    query_threads: int = 3
     # Run reports and Data Docs: LAKEHOUSE_REPORTS_DIR, else `<data root>/reports`
     # for a local root, else ./reports (reports stay on local disk, beside Airflow).
     reports_dir: Path | None = None
@@ -194,6 +198,7 @@ class Settings:
             ),
             kafka_fail_on_data_loss=_env_bool("LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS", True),
             late_share_warning=_env_share("LAKEHOUSE_LATE_SHARE_WARNING", 0.05),
+            query_threads=_env_int("LAKEHOUSE_QUERY_THREADS", 3, minimum=1),
         )
 
     def kafka_topic(self, source: str) -> str:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from include.class_archive import archive_path
 from include.errors import LakehouseError
@@ -238,7 +240,49 @@ STAGE_PROPERTY = "lakehouse.stage"
 
 def label_jobs(spark: SparkSession, stage: str | None) -> None:
     """Label the Spark jobs this thread starts from now on with `stage` (None: unlabelled)."""
-    spark.sparkContext.setLocalProperty(STAGE_PROPERTY, stage)  # type: ignore[arg-type]
+    if isinstance(spark, LazySpark):
+        spark.label(stage)
+    else:
+        spark.sparkContext.setLocalProperty(STAGE_PROPERTY, stage)  # type: ignore[arg-type]
+
+
+class LazySpark:
+    """A SparkSession that starts when something first uses it.
+
+    `lakehouse run` hands one to the pipeline: a run that finds nothing new
+    reads only Delta logs, checkpoints and landing folders (in Python) and
+    never starts a JVM. Every attribute is the session's, started by `start`
+    on first access. Labels given before the start (`label_jobs`) apply to
+    each thread's jobs once that thread uses the session.
+    """
+
+    def __init__(self, start: Callable[[], SparkSession]) -> None:
+        self._start = start
+        self._session: SparkSession | None = None
+        self._lock = threading.Lock()
+        self._pending: dict[int, str | None] = {}
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def label(self, stage: str | None) -> None:
+        if self._session is None:
+            self._pending[threading.get_ident()] = stage
+        else:
+            self._session.sparkContext.setLocalProperty(STAGE_PROPERTY, stage)  # type: ignore[arg-type]
+
+    def session(self) -> SparkSession:
+        with self._lock:
+            if self._session is None:
+                self._session = self._start()
+        thread = threading.get_ident()
+        if thread in self._pending:
+            self.label(self._pending.pop(thread))
+        return self._session
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session(), name)
 
 
 def fence_commits(spark: SparkSession) -> None:

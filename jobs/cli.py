@@ -13,7 +13,7 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from include.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_USAGE, LakehouseError
 from include.settings import Settings
@@ -21,6 +21,8 @@ from include.storage.locks import writer_lock
 from jobs.catalog import DERIVED_LAYERS, LAYERS, SOURCES
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from jobs.generate import GeneratorConfig
     from jobs.reports.outcome import RunOutcome
 
@@ -33,7 +35,9 @@ environment: LAKEHOUSE_SPARK_MASTER (default local[*]), LAKEHOUSE_SHUFFLE_PARTIT
              LAKEHOUSE_STATE_STORE (rocksdb or hdfs, for new stateful queries; default rocksdb),
              LAKEHOUSE_DRIVER_MEMORY (the driver JVM's heap, where local mode runs; default 2g),
              LAKEHOUSE_LATE_SHARE_WARNING (warn when a query drops more of its input as late;
-             default 0.05)
+             default 0.05),
+             LAKEHOUSE_QUERY_THREADS (queries that read nothing of each other run on up to
+             this many threads at once; default 3, 1 runs them one after the other)
 kafka:       LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS (unset: no Kafka), LAKEHOUSE_KAFKA_TOPIC_PREFIX,
              LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER (default 1000000),
              LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS (default true)
@@ -369,21 +373,30 @@ def _blocked(outcome: RunOutcome) -> int:
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from include.runs import new_run_id
-    from include.spark import get_spark
+    from include.spark import LazySpark, get_spark
     from jobs.drivers.pipeline import run_pipeline
     from jobs.quality import gate
     from jobs.quality.validate import results_path
     from jobs.reports.monitoring import event_log_path
 
-    started = time.perf_counter()
+    startup: list[float] = []
+
+    def start_spark() -> SparkSession:
+        """Spark starts when the first query or check needs it: a run with nothing
+        new reads only logs, checkpoints and landing folders, and starts none."""
+        started = time.perf_counter()
+        spark = get_spark(settings, app_name="lakehouse-run")
+        startup.append(time.perf_counter() - started)
+        _echo(f"spark {spark.version} master={spark.sparkContext.master} ({startup[0]:.1f} s)")
+        return spark
+
     gate.preload()
-    spark = get_spark(settings, app_name="lakehouse-run")
-    startup = time.perf_counter() - started
-    print(f"spark {spark.version} master={spark.sparkContext.master} ({startup:.1f} s)")
+    spark = cast("SparkSession", LazySpark(start_spark))
     layers = in_order(args.layer, LAYERS)
     outcome = run_pipeline(spark, settings, new_run_id(), echo=_echo, layers=layers)
-    # The report's time, and the start-up before it.
-    print(f"run {outcome.status} in {outcome.seconds:.1f} s (after {startup:.1f} s of start-up)")
+    # The report's time, Spark's start-up included.
+    started = f"{startup[0]:.1f} s of it Spark's start-up" if startup else "Spark not started"
+    print(f"run {outcome.status} in {outcome.seconds:.1f} s ({started})")
     print(f"tables:      {settings.lakehouse}/{{bronze,quarantine,silver,gold}}/<table>")
     print(f"event log:   {event_log_path(settings)} (run_id {outcome.run_id})")
     print(f"dq results:  {results_path(settings)}")

@@ -7,9 +7,10 @@ version, which micro-batch of a stream does it hold, which streams wrote it,
 what was committed after a given version. Likewise `query`, for the
 bookkeeping a run reads from `_meta` (each table's last passing validation,
 asked before anything else, and the ingest ledger's sums): a cold Spark
-session took 6 s to answer the first, delta-rs a quarter of a second.
-Everything that reads or writes the pipeline's data goes through Spark's
-Delta connector (the rest of `include.delta`).
+session took 6 s to answer the first, delta-rs a quarter of a second; and
+`append_local`, for the data-quality results a run records on a local data
+root. Everything that reads or writes the pipeline's data goes through
+Spark's Delta connector (the rest of `include.delta`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,19 @@ def query(path: Root, sql: str, name: str = "t") -> Any:
     from deltalake import QueryBuilder
 
     return pa.table(QueryBuilder().register(name, open_table(path)).execute(sql).read_all())
+
+
+def append_local(path: Root, rows: list[dict[str, Any]], schema: Any) -> None:
+    """Append rows (a pyarrow `schema`) to a table on local disk with delta-rs: one
+    commit, no Spark job. Only for bookkeeping that one writer appends to (the
+    writer lock). On S3, delta-rs would commit without the fence of Spark's log
+    store (jars/log-store/): use `include.delta.append_rows` there."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    if isinstance(path, S3Path):
+        raise ValueError(f"{path}: delta-rs appends only to tables on local disk")
+    write_deltalake(str(path), pa.Table.from_pylist(rows, schema), mode="append")
 
 
 def is_delta_table(path: Root) -> bool:

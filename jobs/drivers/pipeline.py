@@ -63,21 +63,27 @@ def layer_waves(spark: SparkSession, settings: Settings, layer: str) -> list[lis
     return [[partial(run_table, spark, settings, t) for t in wave] for wave in waves_of(layer)]
 
 
-def run_wave(queries: Sequence[Query]) -> tuple[list[StageResult], BaseException | None]:
-    """Run the queries at the same time, each on a thread of its own, until all have ended.
+def run_wave(
+    queries: Sequence[Query], threads: int = 1
+) -> tuple[list[StageResult], BaseException | None]:
+    """Run the queries, at the same time on up to `threads` threads, until all have ended.
 
     Spark runs the jobs of several queries side by side: while one query plans,
-    commits or waits for Python, another's tasks use the cores. Each streaming
-    query runs on its own clone of the session (Spark's), so settings a
-    foreachBatch function sets (a MERGE's app transaction) stay its own. Returns
-    the results of the queries that ended, in order, and the first error.
+    commits or waits for Python, another's tasks can use the cores. Each
+    streaming query runs on its own clone of the session (Spark's), so settings
+    a foreachBatch function sets (a MERGE's app transaction) stay its own.
+    Returns the results of the queries that ended, in order, and the first
+    error; with one thread, the queries after a failed one do not start.
     """
-    if len(queries) == 1:
-        try:
-            return queries[0](), None
-        except Exception as error:
-            return [], error
-    with ThreadPoolExecutor(len(queries), thread_name_prefix="lakehouse-query") as pool:
+    if threads == 1 or len(queries) == 1:
+        results: list[StageResult] = []
+        for query in queries:
+            try:
+                results += query()
+            except Exception as error:
+                return results, error
+        return results, None
+    with ThreadPoolExecutor(min(threads, len(queries)), thread_name_prefix="query") as pool:
         futures = [pool.submit(query) for query in queries]
     results = [r for f in futures if f.exception() is None for r in f.result()]
     errors = [f.exception() for f in futures if f.exception() is not None]
@@ -87,7 +93,7 @@ def run_wave(queries: Sequence[Query]) -> tuple[list[StageResult], BaseException
 def run_layer(spark: SparkSession, settings: Settings, layer: str) -> Iterator[StageResult]:
     """The queries of one layer, wave after wave, without checks."""
     for wave in layer_waves(spark, settings, layer):
-        results, error = run_wave(wave)
+        results, error = run_wave(wave, settings.query_threads)
         yield from results
         if error is not None:
             raise error
@@ -195,7 +201,7 @@ def run_pipeline(
                 )
                 outcome.checks.append(validation.result)
                 for wave in layer_waves(spark, settings, layer):
-                    results, error = run_wave(wave)
+                    results, error = run_wave(wave, settings.query_threads)
                     for result in results:
                         outcome.stages.append(result)
                         echo(result.summary())

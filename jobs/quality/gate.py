@@ -34,6 +34,7 @@ from urllib.parse import unquote, urlparse
 from jobs.catalog import EXPECTATIONS_DIR
 
 if TYPE_CHECKING:
+    import pandas as pd
     from pyspark.sql import DataFrame
 
 SCOPES = ("new_rows", "partitions", "table")
@@ -274,15 +275,28 @@ class QualityGate:
                 analytics_enabled=False,
                 progress_bars=ProgressBarsConfig(globally=False),
             )
-            context = gx.get_context(project_config=config, mode="ephemeral")
-            # persist=False: GX would cache every batch and never release it; the
-            # caller caches what is worth caching and unpersists it.
-            context.data_sources.add_or_update_spark("lakehouse", persist=False)
-            self._context = context
+            self._context = gx.get_context(project_config=config, mode="ephemeral")
         return self._context
 
-    def _checkpoint(self, suite: Suite, scope: str, time_dependent_only: bool) -> tuple[Any, Any]:
+    def _data_source(self, engine: str) -> Any:
+        """GX's data source for Spark DataFrames or pandas ones, added on first use (GX's
+        Spark source would start a Spark session of its own if none were running)."""
+        sources = self._gx().data_sources
+        name = f"lakehouse_{engine}"
+        if name not in sources.all():
+            if engine == "spark":
+                # persist=False: GX would cache every batch and never release it; the
+                # caller caches what is worth caching and unpersists it.
+                sources.add_or_update_spark(name, persist=False)
+            else:
+                sources.add_or_update_pandas(name)
+        return sources.get(name)
+
+    def _checkpoint(
+        self, suite: Suite, scope: str, time_dependent_only: bool, engine: str
+    ) -> tuple[Any, Any]:
         key = f"{suite.layer}.{suite.name}.{scope}" + (".time" if time_dependent_only else "")
+        key += ".pandas" if engine == "pandas" else ""
         if key not in self._checkpoints:
             import great_expectations as gx
             from great_expectations.checkpoint import Checkpoint
@@ -297,7 +311,7 @@ class QualityGate:
                     f"{scope} expectation(s) are not valid Great Expectations configurations"
                 )
             gx_suite = context.suites.add_or_update(gx_suite)
-            asset = context.data_sources.get("lakehouse").add_dataframe_asset(key)
+            asset = self._data_source(engine).add_dataframe_asset(key)
             batch = asset.add_batch_definition_whole_dataframe(scope)
             definition = context.validation_definitions.add_or_update(
                 gx.ValidationDefinition(name=key, data=batch, suite=gx_suite)
@@ -328,19 +342,24 @@ class QualityGate:
         self,
         suite: Suite,
         scope: str,
-        frame: DataFrame,
+        frame: DataFrame | pd.DataFrame,
         parameters: dict[str, Any],
         time_dependent_only: bool = False,
         rows: int | None = None,
     ) -> list[Outcome]:
-        """Run the suite's `scope` expectations (or only its time-dependent ones) on `frame`.
+        """Run the suite's `scope` expectations (or only its time-dependent ones) on `frame`,
+        a Spark DataFrame or a pandas one (GX's pandas engine: no SQL rules).
 
         `rows`: the frame's row count if known (the Delta log's statistics), each
-        outcome's `rows_checked`; otherwise Spark counts the frame.
+        outcome's `rows_checked`; otherwise the frame is counted.
         """
-        if not suite.scoped(scope, time_dependent_only):
+        expectations = suite.scoped(scope, time_dependent_only)
+        if not expectations:
             return []
-        counts, samples = self._checkpoint(suite, scope, time_dependent_only)
+        engine = "pandas" if type(frame).__module__.startswith("pandas") else "spark"
+        if engine == "pandas" and any(e["type"] == SQL_RULE for e in expectations):
+            raise ValueError(f"suite {suite.table}: SQL rules run on Spark DataFrames only")
+        counts, samples = self._checkpoint(suite, scope, time_dependent_only, engine)
         batch = {"dataframe": frame}
         result = counts.run(batch_parameters=batch, expectation_parameters=parameters)
         self._docs_stale = True
@@ -349,7 +368,7 @@ class QualityGate:
         ((identifier, run),) = result.run_results.items()
         page = self._docs_page(identifier)
         if rows is None:
-            rows = frame.count()
+            rows = int(frame.shape[0] if engine == "pandas" else frame.count())  # type: ignore[arg-type]
         outcomes = []
         for item in run.results:
             config = item.expectation_config.to_json_dict()

@@ -115,6 +115,9 @@ def record_progress(
     stages: Iterable[tuple[str, list[dict[str, Any]]]],
 ) -> None:
     """Every micro-batch of the run's queries, (query, progress) per stage, in one commit."""
+    stages = [(query, progress) for query, progress in stages if progress]
+    if not stages:
+        return  # no query ran: nothing to record, and no Spark needed
     counts = rocksdb_counts_rows(spark)
     rows = [progress_row(run_id, query, p, counts) for query, progress in stages for p in progress]
     if rows:
