@@ -51,6 +51,7 @@ from benchmarks.harness import (
     repeated,
     run_figures,
     run_summary,
+    write_report,
 )
 from benchmarks.references import duckdb_tables
 from benchmarks.report import label, markdown
@@ -430,14 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         results["object_store"] = object_store(base, events, increment, logs)
     results["ratios"] = ratios(results) if "history" in results else {}
     results["seconds"] = round(time.perf_counter() - started)
-    reports = base / "reports"
-    reports.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
-    (reports / f"bench-{stamp}.json").write_text(json.dumps(results, indent=2) + "\n")
-    table = markdown(results)
-    (reports / f"bench-{stamp}.md").write_text(table)
-    print(table)
-    print(f"written: {reports / f'bench-{stamp}.json'} and .md")
+    write_report(base, "bench", results, markdown(results))
     return 0
 
 

@@ -14,6 +14,7 @@ more as it grows), on the cores the run needs: sampled every 200 ms, the
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import platform
@@ -198,3 +199,14 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "java": java.splitlines()[0] if java else None,
     }
+
+
+def write_report(base: Path, name: str, results: dict[str, Any], table: str) -> None:
+    """`<base>/reports/<name>-<time>.json` and `.md`, and the table printed."""
+    reports = base / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+    (reports / f"{name}-{stamp}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (reports / f"{name}-{stamp}.md").write_text(table)
+    print(table)
+    print(f"written: {reports / f'{name}-{stamp}.json'} and .md")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import shutil
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from benchmarks.harness import (
     repeated,
     run_figures,
     run_summary,
+    write_report,
 )
 from benchmarks.spark_jobs import event_log_env, jobs_by_stage
 
@@ -184,14 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         for key in ("sample_run", "one_new_file", "empty_run")
     }
     results["seconds"] = round(time.perf_counter() - started)
-    reports = base / "reports"
-    reports.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
-    (reports / f"overhead-{stamp}.json").write_text(json.dumps(results, indent=2) + "\n")
-    table = markdown(results)
-    (reports / f"overhead-{stamp}.md").write_text(table)
-    print(table)
-    print(f"written: {reports / f'overhead-{stamp}.json'} and .md")
+    write_report(base, "overhead", results, markdown(results))
     return 0
 
 
