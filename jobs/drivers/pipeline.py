@@ -214,13 +214,11 @@ def run_pipeline(
                     if validation.check(dict.fromkeys(written)).failures:
                         break  # the later waves do not run
                 else:
-                    label_jobs(spark, f"checks {layer}")
                     validation.check(validation.unchecked)  # checks of the whole layer
                 if layer == "bronze":
                     outcome.quarantine = quarantine_by_reason(spark, settings, quarantine_before)
                 if layer == "gold":
                     outcome.newest_events = newest_events(settings)
-                label_jobs(spark, f"checks {layer}")
                 for line in validation.finish(build_docs=False).lines():
                     echo(line)
                 if validation.result.failures:

@@ -120,8 +120,7 @@ def record_progress(
         return  # no query ran: nothing to record, and no Spark needed
     counts = rocksdb_counts_rows(spark)
     rows = [progress_row(run_id, query, p, counts) for query, progress in stages for p in progress]
-    if rows:
-        append_rows(spark, event_log_path(settings), rows, PROGRESS_SCHEMA)
+    append_rows(spark, event_log_path(settings), rows, PROGRESS_SCHEMA)
 
 
 @dataclass(frozen=True)
