@@ -159,6 +159,12 @@ class Settings:
     # time on up to this many threads: LAKEHOUSE_QUERY_THREADS (the widest wave has
     # three). 1: one after the other.
     query_threads: int = 3
+    # A check's rows (a table's new rows, the partitions they went to, a whole
+    # table) up to this many, on a local data root, are read into an Arrow copy:
+    # GX's pandas engine checks the column rules, Spark the SQL rules over a local
+    # relation (jobs/quality/validate.py). More, or on S3: Spark reads them from the
+    # table. LAKEHOUSE_CHECK_ARROW_MAX_ROWS; 0: always Spark.
+    check_arrow_max_rows: int = 100_000
     # Run reports and Data Docs: LAKEHOUSE_REPORTS_DIR, else `<data root>/reports`
     # for a local root, else ./reports (reports stay on local disk, beside Airflow).
     reports_dir: Path | None = None
@@ -199,6 +205,7 @@ class Settings:
             kafka_fail_on_data_loss=_env_bool("LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS", True),
             late_share_warning=_env_share("LAKEHOUSE_LATE_SHARE_WARNING", 0.05),
             query_threads=_env_int("LAKEHOUSE_QUERY_THREADS", 3, minimum=1),
+            check_arrow_max_rows=_env_int("LAKEHOUSE_CHECK_ARROW_MAX_ROWS", 100_000, minimum=0),
         )
 
     def kafka_topic(self, source: str) -> str:

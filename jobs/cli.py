@@ -37,7 +37,9 @@ environment: LAKEHOUSE_SPARK_MASTER (default local[*]), LAKEHOUSE_SHUFFLE_PARTIT
              LAKEHOUSE_LATE_SHARE_WARNING (warn when a query drops more of its input as late;
              default 0.05),
              LAKEHOUSE_QUERY_THREADS (queries that read nothing of each other run on up to
-             this many threads at once; default 3, 1 runs them one after the other)
+             this many threads at once; default 3, 1 runs them one after the other),
+             LAKEHOUSE_CHECK_ARROW_MAX_ROWS (checks of up to this many rows run on an Arrow
+             copy, GX's pandas engine and a local relation; default 100000, 0: on Spark)
 kafka:       LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS (unset: no Kafka), LAKEHOUSE_KAFKA_TOPIC_PREFIX,
              LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER (default 1000000),
              LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS (default true)

@@ -9,14 +9,18 @@ bookkeeping a run reads from `_meta` (each table's last passing validation,
 asked before anything else, and the ingest ledger's sums): a cold Spark
 session took 6 s to answer the first, delta-rs a quarter of a second; and
 `append_local`, for the data-quality results a run records on a local data
-root. Everything that reads or writes the pipeline's data goes through
-Spark's Delta connector (the rest of `include.delta`).
+root; and `read_arrow`, the rows of a few data files on local disk for the
+data-quality checks of a small increment (jobs/quality/validate.py), which a
+Spark read would first plan against the table's whole state. Everything
+else that reads or writes the pipeline's data goes through Spark's Delta
+connector (the rest of `include.delta`).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import unquote
 
 from deltalake import DeltaTable
 
@@ -62,6 +66,38 @@ def append_local(path: Root, rows: list[dict[str, Any]], schema: Any) -> None:
     write_deltalake(str(path), pa.Table.from_pylist(rows, schema), mode="append")
 
 
+def read_arrow(path: Root, actions: Any) -> Any:
+    """The rows of these data files (add actions, as `added_file_actions` gives them) of a
+    table on local disk, read with pyarrow, as a pyarrow table in the table's schema:
+    partition columns from the log, a column a file predates null.
+
+    Files are read whole: the lakehouse's tables have no deletion vectors
+    (docs/contract.md), so every row of a file in the log is live.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if isinstance(path, S3Path):
+        raise ValueError(f"{path}: pyarrow reads data files only on local disk here")
+    schema = pa.schema(open_table(path).schema().to_arrow())
+    files = []
+    for index, uri in enumerate(actions.column("path").to_pylist()):
+        # The log's paths are URIs: relative to the table, %-escaped.
+        local = unquote(uri.removeprefix("file:"))
+        data = pq.read_table(path / local, partitioning=None)
+        columns = []
+        for field in schema:
+            if f"partition.{field.name}" in actions.column_names:
+                value = actions.column(f"partition.{field.name}")[index].as_py()
+                columns.append(pa.array([value] * data.num_rows, field.type))
+            elif field.name in data.column_names:
+                columns.append(data.column(field.name).cast(field.type))
+            else:
+                columns.append(pa.nulls(data.num_rows, field.type))
+        files.append(pa.Table.from_arrays(columns, schema=schema))
+    return pa.concat_tables(files) if files else schema.empty_table()
+
+
 def is_delta_table(path: Root) -> bool:
     uri, options = _for_delta_rs(path)
     return (path / "_delta_log").is_dir() and DeltaTable.is_deltatable(uri, storage_options=options)
@@ -92,7 +128,7 @@ def file_names(actions: Any) -> set[str]:
     return {file_name(p) for p in actions.column("path").to_pylist()}
 
 
-def _add_actions(path: Root, version: int | None = None) -> Any:
+def add_actions(path: Root, version: int | None = None) -> Any:
     """The data files of a version (default: latest) with their statistics and partition
     values, one row each (`partition.<column>`, `num_records`), as a pyarrow table."""
     import pyarrow as pa
@@ -107,7 +143,11 @@ def data_files(
     column `column` (None without one) and its rows, from the log's statistics (None:
     the writer recorded none). The lakehouse's tables have no deletion vectors
     (docs/contract.md), so a file's recorded rows are all live."""
-    actions = _add_actions(path, version)
+    return file_rows(add_actions(path, version), column)
+
+
+def file_rows(actions: Any, column: str | None = None) -> dict[str, tuple[Any, int | None]]:
+    """`data_files` of these add actions (`add_actions`)."""
     names = [file_name(p) for p in actions.column("path").to_pylist()]
 
     def values(name: str) -> list[Any]:
@@ -121,7 +161,7 @@ def data_files(
 def column_max(path: Root, column: str) -> Any | None:
     """The largest value of `column` in the latest version, from the log alone: the
     files' statistics, or the partition values of a partition column (None if neither)."""
-    actions = _add_actions(path)
+    actions = add_actions(path)
     for name in (f"max.{column}", f"partition.{column}"):
         if name in actions.column_names:
             return max((v for v in actions.column(name).to_pylist() if v is not None), default=None)
@@ -129,12 +169,12 @@ def column_max(path: Root, column: str) -> Any | None:
 
 
 def added_file_actions(path: Root, since: int, version: int | None = None) -> Any:
-    """The add actions (as `_add_actions`: `path`, `partition.<column>`, `num_records`,
+    """The add actions (as `add_actions`: `path`, `partition.<column>`, `num_records`,
     `min.<column>`, `null_count.<column>`) of the data files `version` (default:
     latest) holds and version `since` did not."""
     import pyarrow as pa
 
-    actions = _add_actions(path, version)
+    actions = add_actions(path, version)
     before = {file_name(uri) for uri in open_table(path, version=since).file_uris()}
     names = (file_name(p) for p in actions.column("path").to_pylist())
     return actions.filter(pa.array([name not in before for name in names], pa.bool_()))
@@ -152,7 +192,7 @@ def partition_values(actions: Any, column: str) -> set[Any] | None:
 def rows_from(path: Root, column: str, first: Any | None = None) -> int:
     """Rows of the table (from its log's file statistics) in partitions `column >= first`
     (every partition when `first` is None)."""
-    actions = _add_actions(path)
+    actions = add_actions(path)
     records = actions.column("num_records").to_pylist()
     if first is None:
         return sum(n or 0 for n in records)
@@ -251,7 +291,7 @@ def rows_written(path: Root, since: int | None, version: int) -> int | None:
     those commits changed no data (there are none, or only compactions, vacuums and
     empty micro-batches) or the table is empty."""
     if since is None:
-        rows = _add_actions(path, version).column("num_records").to_pylist()
+        rows = add_actions(path, version).column("num_records").to_pylist()
         return sum(n or 0 for n in rows) or None
     table = open_table(path)
     changes = [

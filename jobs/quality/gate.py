@@ -18,6 +18,7 @@ values into its pages as markup, and its pages load scripts from public CDNs.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import html
 import json
 import logging
@@ -25,17 +26,19 @@ import os
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlparse
 
 from jobs.catalog import EXPECTATIONS_DIR
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import DataFrame
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
 
 SCOPES = ("new_rows", "partitions", "table")
 # A rule given as a SQL query that selects the rows breaking it (jobs.quality.expectations).
@@ -199,8 +202,13 @@ def _describe(config: dict[str, Any]) -> str:
     return f"{config['type']}({', '.join(args + bounds)})"
 
 
+def _iso(value: Any) -> str:
+    """A value JSON has no type for; times in ISO 8601, as GX's pandas engine gives them."""
+    return value.isoformat() if isinstance(value, dt.date) else str(value)
+
+
 def _text(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = value if isinstance(value, str) else json.dumps(value, default=_iso)
     return text if len(text) <= 160 else text[:157] + "..."
 
 
@@ -236,6 +244,60 @@ def _without_scripts(page: str) -> str:
     Data values in it are escaped (`_inert`), so no `<` of theirs is seen here.
     """
     return _REMOTE.sub("", _SCRIPT.sub("", page))
+
+
+# Which of a scope's expectations a GX validation runs: all of them (on Spark), the
+# column rules (GX's pandas engine) or the SQL rules (Spark).
+RULES = ("all", "columns", "sql")
+
+
+def _selected(expectations: list[dict[str, Any]], rules: str) -> list[dict[str, Any]]:
+    if rules == "all":
+        return expectations
+    return [e for e in expectations if (e["type"] == SQL_RULE) == (rules == "sql")]
+
+
+def pandas_frame(table: pa.Table) -> pd.DataFrame:
+    """An Arrow table as GX's pandas engine sees the values Spark hands it: times as naive
+    UTC (Spark's session zone is UTC), and a floating-point NaN a value, not a null.
+
+    With NumPy's floats (pandas' default), a NaN would pass as missing: a null
+    check would fail it and a range check skip it, where Spark fails the
+    range and passes the null check. Pandas' Arrow-backed floats keep the two
+    apart; the other types keep NumPy's, which GX's pandas engine expects.
+    """
+    import pandas as pd
+    import pyarrow as pa
+
+    for index, column in enumerate(table.schema):
+        if pa.types.is_timestamp(column.type) and column.type.tz is not None:
+            table = table.set_column(
+                index, column.name, table.column(index).cast(pa.timestamp(column.type.unit))
+            )
+    return table.to_pandas(
+        types_mapper=lambda kind: pd.ArrowDtype(kind) if pa.types.is_floating(kind) else None
+    )
+
+
+class ArrowRows:
+    """Rows few enough to check in this process, in an Arrow copy read on first use: GX's
+    pandas engine runs the column rules on them, Spark the SQL rules (the same rows
+    as a local relation: no table to plan, no file to read)."""
+
+    def __init__(self, read: Callable[[], pa.Table], spark: SparkSession) -> None:
+        self._read, self._spark = read, spark
+
+    @cached_property
+    def table(self) -> pa.Table:
+        return self._read()
+
+    @cached_property
+    def pandas(self) -> pd.DataFrame:
+        return pandas_frame(self.table)
+
+    @cached_property
+    def spark_frame(self) -> DataFrame:
+        return self._spark.createDataFrame(self.table)
 
 
 @dataclass
@@ -293,16 +355,19 @@ class QualityGate:
         return sources.get(name)
 
     def _checkpoint(
-        self, suite: Suite, scope: str, time_dependent_only: bool, engine: str
+        self, suite: Suite, scope: str, time_dependent_only: bool, rules: str
     ) -> tuple[Any, Any]:
+        """The two GX checkpoints (verdicts, then samples) of the `scope` expectations of
+        `suite` that `rules` selects (`RULES`: all on Spark, the column rules on
+        GX's pandas engine, the SQL rules on Spark)."""
         key = f"{suite.layer}.{suite.name}.{scope}" + (".time" if time_dependent_only else "")
-        key += ".pandas" if engine == "pandas" else ""
+        key += "" if rules == "all" else f".{rules}"
         if key not in self._checkpoints:
             import great_expectations as gx
             from great_expectations.checkpoint import Checkpoint
 
             context = self._gx()
-            expectations = suite.scoped(scope, time_dependent_only)
+            expectations = _selected(suite.scoped(scope, time_dependent_only), rules)
             gx_suite = gx.ExpectationSuite(name=key, expectations=expectations)
             # GX logs and drops an expectation it cannot build; refuse instead.
             if len(gx_suite.expectations) != len(expectations):
@@ -311,6 +376,7 @@ class QualityGate:
                     f"{scope} expectation(s) are not valid Great Expectations configurations"
                 )
             gx_suite = context.suites.add_or_update(gx_suite)
+            engine = "pandas" if rules == "columns" else "spark"
             asset = self._data_source(engine).add_dataframe_asset(key)
             batch = asset.add_batch_definition_whole_dataframe(scope)
             definition = context.validation_definitions.add_or_update(
@@ -342,13 +408,14 @@ class QualityGate:
         self,
         suite: Suite,
         scope: str,
-        frame: DataFrame | pd.DataFrame,
+        frame: DataFrame | pd.DataFrame | ArrowRows,
         parameters: dict[str, Any],
         time_dependent_only: bool = False,
         rows: int | None = None,
     ) -> list[Outcome]:
-        """Run the suite's `scope` expectations (or only its time-dependent ones) on `frame`,
-        a Spark DataFrame or a pandas one (GX's pandas engine: no SQL rules).
+        """Run the suite's `scope` expectations (or only its time-dependent ones) on `frame`:
+        a Spark DataFrame, rows in an Arrow copy (`ArrowRows`), or a pandas
+        DataFrame (GX's pandas engine: no SQL rules).
 
         `rows`: the frame's row count if known (the Delta log's statistics), each
         outcome's `rows_checked`; otherwise the frame is counted.
@@ -356,10 +423,35 @@ class QualityGate:
         expectations = suite.scoped(scope, time_dependent_only)
         if not expectations:
             return []
-        engine = "pandas" if type(frame).__module__.startswith("pandas") else "spark"
-        if engine == "pandas" and any(e["type"] == SQL_RULE for e in expectations):
-            raise ValueError(f"suite {suite.table}: SQL rules run on Spark DataFrames only")
-        counts, samples = self._checkpoint(suite, scope, time_dependent_only, engine)
+        parts: list[tuple[str, Callable[[], Any]]]
+        if isinstance(frame, ArrowRows):
+            parts = [("columns", lambda: frame.pandas), ("sql", lambda: frame.spark_frame)]
+            rows = frame.table.num_rows if rows is None else rows
+        elif type(frame).__module__.startswith("pandas"):
+            if _selected(expectations, "sql"):
+                raise ValueError(f"suite {suite.table}: SQL rules run on Spark DataFrames only")
+            parts = [("columns", lambda: frame)]
+        else:
+            parts = [("all", lambda: frame)]
+        outcomes: list[Outcome] = []
+        for rules, data in parts:
+            if _selected(expectations, rules):
+                outcomes += self._run(
+                    suite, scope, time_dependent_only, rules, data(), parameters, rows
+                )
+        return outcomes
+
+    def _run(
+        self,
+        suite: Suite,
+        scope: str,
+        time_dependent_only: bool,
+        rules: str,
+        frame: DataFrame | pd.DataFrame,
+        parameters: dict[str, Any],
+        rows: int | None,
+    ) -> list[Outcome]:
+        counts, samples = self._checkpoint(suite, scope, time_dependent_only, rules)
         batch = {"dataframe": frame}
         result = counts.run(batch_parameters=batch, expectation_parameters=parameters)
         self._docs_stale = True
@@ -368,7 +460,10 @@ class QualityGate:
         ((identifier, run),) = result.run_results.items()
         page = self._docs_page(identifier)
         if rows is None:
-            rows = int(frame.shape[0] if engine == "pandas" else frame.count())  # type: ignore[arg-type]
+            if type(frame).__module__.startswith("pandas"):
+                rows = len(cast("pd.DataFrame", frame))
+            else:
+                rows = cast("DataFrame", frame).count()
         outcomes = []
         for item in run.results:
             config = item.expectation_config.to_json_dict()

@@ -33,28 +33,33 @@ import datetime as dt
 import json
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from include.delta import append_rows, is_delta_table, latest_version, read_files, read_table
 from include.delta.log import (
+    add_actions,
     added_file_actions,
     append_local,
     column_max,
     data_files,
     file_names,
+    file_rows,
     partition_values,
     query,
+    read_arrow,
     rows_written,
 )
 from include.settings import Settings
 from include.storage.objects import Root
 from jobs.catalog import LAYERS, SOURCES, TABLES_BY_ID, bronze_tables, sql_parameters, tables_in
-from jobs.quality.gate import Outcome, QualityGate, Suite, load_suites
+from jobs.quality.gate import ArrowRows, Outcome, QualityGate, Suite, load_suites
 from jobs.quality.ledger import ledger_path
 from jobs.reports.progress import StageResult
 
@@ -414,7 +419,8 @@ def check_table(
         return check
     # Each scope's row count, for the outcomes, from the log's statistics.
     column = date_column(suite.table)
-    files = data_files(path, version, column)
+    actions = add_actions(path, version)
+    files = file_rows(actions, column)
     whole_rows = _rows(rows for _, rows in files.values())
     if since == version:
         # Unchanged since it passed: row rules have no new rows, and whole-table
@@ -424,39 +430,60 @@ def check_table(
         checked: Any = statistics_frame(path, timed)
         if checked is None:
             register_views(spark, settings, suite)
-            checked = read_table(spark, path, version)
+            checked = rows_to_check(
+                spark, settings, path, actions, whole_rows, lambda: read_table(spark, path, version)
+            )
         check.outcomes = gate.validate(
             suite, "table", checked, parameters, time_dependent_only=True, rows=whole_rows
         )
         check.seconds = time.perf_counter() - started
         return check
-    whole = read_table(spark, path, version)
+    whole = rows_to_check(
+        spark, settings, path, actions, whole_rows, lambda: read_table(spark, path, version)
+    )
     touched, dates, new_count, touched_count = whole, None, whole_rows, whole_rows
     # The files the new rows are in, from the log: the rows to read, their count and
     # their dates.
     added = None if since is None else added_file_actions(path, since, version)
     new_rows = whole
     if added is not None:
-        new_rows = read_files(spark, path, added, version)
         names = file_names(added)
         new_count = _rows(rows for name, (_, rows) in files.items() if name in names)
+        new_rows = rows_to_check(
+            spark, settings, path, added, new_count, lambda: read_files(spark, path, added, version)
+        )
     # Row rules read the new rows several times (a few column rules, each SQL
     # rule): cached when they fit in Spark's storage memory, else read from
     # Parquet by each rule, a column set at a time (docs/data-quality.md#cost).
-    cached = new_count is not None and new_count <= CACHE_MAX_ROWS
-    if cached:
-        new_rows = new_rows.cache()
+    cached = None
+    fits = new_count is not None and new_count <= CACHE_MAX_ROWS
+    if fits and not isinstance(new_rows, ArrowRows):
+        new_rows = cached = new_rows.cache()
     try:
         if added is not None and column is not None:
             # The tables are partitioned by their date column: the log names the dates.
             found = partition_values(added, column)
             if found is None:  # a table of an old version, not partitioned
-                found = {day for (day,) in new_rows.select(column).distinct().collect()}
+                found = _distinct(new_rows, column)
                 touched_count = None
             dates = sorted(day for day in found if day is not None)  # null: a row rule fails
-            touched = whole.where(F.col(column).isin(dates))
             if touched_count is not None:
                 touched_count = _rows(rows for day, rows in files.values() if day in dates)
+            in_dates = (
+                actions.filter(
+                    pc.is_in(actions.column(f"partition.{column}"), pa.array(dates, pa.date32()))
+                )
+                if touched_count is not None
+                else None
+            )
+            touched = rows_to_check(
+                spark,
+                settings,
+                path,
+                in_dates,
+                touched_count,
+                lambda: read_table(spark, path, version).where(F.col(column).isin(dates)),
+            )
         register_views(spark, settings, suite, dates)
         check.outcomes = gate.validate(suite, "new_rows", new_rows, parameters, rows=new_count)
         check.outcomes += gate.validate(
@@ -464,10 +491,40 @@ def check_table(
         )
         check.outcomes += gate.validate(suite, "table", whole, parameters, rows=whole_rows)
     finally:
-        if cached:
-            new_rows.unpersist()
+        if cached is not None:
+            cached.unpersist()
     check.seconds = time.perf_counter() - started
     return check
+
+
+def rows_to_check(
+    spark: SparkSession,
+    settings: Settings,
+    path: Root,
+    actions: Any,
+    rows: int | None,
+    spark_frame: Callable[[], DataFrame],
+) -> DataFrame | ArrowRows:
+    """The rows of these data files (add actions) for a scope's checks: an Arrow copy,
+    read on first use, when they are few (`Settings.check_arrow_max_rows`) and on
+    local disk; otherwise `spark_frame()`, Spark's read of the same rows.
+
+    Spark plans a read of a Delta table against the table's whole state (a
+    job per table version it has not seen), and each GX rule is a Spark job:
+    seconds per table for the few hundred rows of a small run. In the copy, GX's
+    pandas engine checks the column rules in milliseconds, and the SQL rules
+    run on Spark over the copy, with nothing to plan or read.
+    """
+    small = rows is not None and rows <= settings.check_arrow_max_rows
+    if actions is None or not small or settings.object_store is not None:
+        return spark_frame()
+    return ArrowRows(lambda: read_arrow(path, actions), spark)
+
+
+def _distinct(frame: DataFrame | ArrowRows, column: str) -> set[Any]:
+    if isinstance(frame, ArrowRows):
+        return set(frame.table.column(column).to_pylist())
+    return {day for (day,) in frame.select(column).distinct().collect()}
 
 
 def _rows(counts: Iterable[int | None]) -> int | None:
