@@ -53,17 +53,38 @@ def query(path: Root, sql: str, name: str = "t") -> Any:
     return pa.table(QueryBuilder().register(name, open_table(path)).execute(sql).read_all())
 
 
-def append_local(path: Root, rows: list[dict[str, Any]], schema: Any) -> None:
+def append_local(
+    path: Root,
+    rows: list[dict[str, Any]],
+    schema: Any,
+    app_id: str | None = None,
+    version: int | None = None,
+    user_metadata: str | None = None,
+) -> None:
     """Append rows (a pyarrow `schema`) to a table on local disk with delta-rs: one
-    commit, no Spark job. Only for bookkeeping that one writer appends to (the
-    writer lock). On S3, delta-rs would commit without the fence of Spark's log
-    store (jars/log-store/): use `include.delta.append_rows` there."""
+    commit, no Spark job. With `app_id` and `version`, at most once for that pair
+    (Delta's app transactions, which Spark's idempotent writes read and write too).
+
+    Only for bookkeeping (`include.delta.append_rows`). On S3, delta-rs would commit
+    without the fence of Spark's log store (jars/log-store/): Spark writes there."""
     import pyarrow as pa
-    from deltalake import write_deltalake
+    from deltalake import CommitProperties, Transaction, write_deltalake
 
     if isinstance(path, S3Path):
         raise ValueError(f"{path}: delta-rs appends only to tables on local disk")
-    write_deltalake(str(path), pa.Table.from_pylist(rows, schema), mode="append")
+    transactions = []
+    if app_id is not None and version is not None:
+        done = committed_batch(path, app_id) if is_delta_table(path) else None
+        if done is not None and done >= version:
+            return
+        transactions = [Transaction(app_id=app_id, version=version)]
+    properties = CommitProperties(
+        app_transactions=transactions,
+        custom_metadata={"userMetadata": user_metadata} if user_metadata else None,
+    )
+    write_deltalake(
+        str(path), pa.Table.from_pylist(rows, schema), mode="append", commit_properties=properties
+    )
 
 
 def read_arrow(path: Root, actions: Any) -> Any:

@@ -12,7 +12,7 @@
   it fails instead of leaving those rows beside the recomputed ones.
 - `replace_table`: the same for a table without dates (`gold/user_status`).
 - `append_rows`: a few rows built on the driver (the event log, the ledger,
-  data-quality results).
+  data-quality results); on a local data root committed by delta-rs.
 
 Predicates are built from validated identifiers and typed dates, never from
 user-supplied text.
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from include.delta.log import (
     BACKFILL,
     STREAM_KEY,
+    append_local,
     columns,
     commit_rows,
     is_delta_table,
@@ -38,7 +39,7 @@ from include.delta.log import (
 )
 from include.errors import LakehouseError
 from include.faults import crash_point
-from include.storage.objects import Root
+from include.storage.objects import Root, S3Path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -314,12 +315,35 @@ def rows_committed(path: Root) -> int:
 
 
 def append_rows(
-    spark: SparkSession,
+    spark: SparkSession | None,
     path: Root,
     rows: list[dict[str, Any]],
     schema: T.StructType,
     app_id: str | None = None,
     version: int | None = None,
 ) -> None:
-    """Append a few rows built on the driver (logs and metadata, not data)."""
-    append(spark.createDataFrame(rows, schema), path, app_id=app_id, version=version)
+    """Append a few rows built on the driver (logs and metadata, not data); with `app_id`
+    and `version`, at most once for that pair.
+
+    On a local data root delta-rs commits them (`include.delta.log.append_local`):
+    no Spark job, and none of the table state a Spark write rebuilds first (a
+    second and more for one row, measured in a warm session). On S3, Spark
+    does, whose commits go through the fenced log store.
+    """
+    if isinstance(path, S3Path):
+        if spark is None:
+            raise ValueError(f"{path}: appending to a table on S3 takes a Spark session")
+        append(spark.createDataFrame(rows, schema), path, app_id=app_id, version=version)
+        return
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    crash_point("write.before_commit")
+    append_local(
+        path,
+        rows,
+        to_arrow_schema(schema, timezone="UTC"),
+        app_id,
+        version,
+        _stream_metadata(app_id, version),
+    )
+    crash_point("write.after_commit")

@@ -46,7 +46,6 @@ from include.delta import append_rows, is_delta_table, latest_version, read_file
 from include.delta.log import (
     add_actions,
     added_file_actions,
-    append_local,
     column_max,
     data_files,
     file_names,
@@ -650,12 +649,5 @@ def record_results(
         for check in result.tables
         for outcome in check.outcomes
     ]
-    if not rows:
-        return
-    if settings.object_store is None:
-        # No Spark job (nor Spark, in a run that found nothing new).
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        append_local(results_path(settings), rows, to_arrow_schema(RESULTS_SCHEMA, timezone="UTC"))
-    else:
+    if rows:
         append_rows(spark, results_path(settings), rows, RESULTS_SCHEMA)
