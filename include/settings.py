@@ -160,10 +160,10 @@ class Settings:
     # three). 1: one after the other.
     query_threads: int = 3
     # A check's rows (a table's new rows, the partitions they went to, a whole
-    # table) up to this many, on a local data root, are read into an Arrow copy:
-    # GX's pandas engine checks the column rules, Spark the SQL rules over a local
-    # relation (jobs/quality/validate.py). More, or on S3: Spark reads them from the
-    # table. LAKEHOUSE_CHECK_ARROW_MAX_ROWS; 0: always Spark.
+    # table) up to this many are read into an Arrow copy: GX's pandas engine checks
+    # the column rules, Spark the SQL rules over a local relation
+    # (jobs/quality/validate.py). More: Spark reads them from the table.
+    # LAKEHOUSE_CHECK_ARROW_MAX_ROWS; 0: always Spark.
     check_arrow_max_rows: int = 100_000
     # Run reports and Data Docs: LAKEHOUSE_REPORTS_DIR, else `<data root>/reports`
     # for a local root, else ./reports (reports stay on local disk, beside Airflow).

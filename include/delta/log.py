@@ -9,7 +9,7 @@ bookkeeping a run reads from `_meta` (each table's last passing validation,
 asked before anything else, and the ingest ledger's sums): a cold Spark
 session took 6 s to answer the first, delta-rs a quarter of a second; and
 `append_local`, for the data-quality results a run records on a local data
-root; and `read_arrow`, the rows of a few data files on local disk for the
+root; and `read_arrow`, the rows of a few data files for the
 data-quality checks of a small increment (jobs/quality/validate.py), which a
 Spark read would first plan against the table's whole state. Everything
 else that reads or writes the pipeline's data goes through Spark's Delta
@@ -24,7 +24,7 @@ from urllib.parse import unquote
 
 from deltalake import DeltaTable
 
-from include.storage.objects import Root, S3Path
+from include.storage.objects import Root, S3Path, location
 
 # Commits written by our streams carry this in their `userMetadata`: which
 # query and which micro-batch wrote them (`include.delta.writes`).
@@ -88,24 +88,26 @@ def append_local(
 
 
 def read_arrow(path: Root, actions: Any) -> Any:
-    """The rows of these data files (add actions, as `added_file_actions` gives them) of a
-    table on local disk, read with pyarrow, as a pyarrow table in the table's schema:
-    partition columns from the log, a column a file predates null.
+    """The rows of these data files (add actions, as `added_file_actions` gives them),
+    read with pyarrow (each file whole, into memory: for a few files), as a pyarrow
+    table in the table's schema: partition columns from the log, a column a file
+    predates null.
 
-    Files are read whole: the lakehouse's tables have no deletion vectors
-    (docs/contract.md), so every row of a file in the log is live.
+    Every row of a file in the log is live: the lakehouse's tables have no
+    deletion vectors (docs/contract.md).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if isinstance(path, S3Path):
-        raise ValueError(f"{path}: pyarrow reads data files only on local disk here")
     schema = pa.schema(open_table(path).schema().to_arrow())
     files = []
     for index, uri in enumerate(actions.column("path").to_pylist()):
-        # The log's paths are URIs: relative to the table, %-escaped.
-        local = unquote(uri.removeprefix("file:"))
-        data = pq.read_table(path / local, partitioning=None)
+        # The log's paths are URIs, %-escaped: relative to the table, or absolute.
+        if "://" in uri:
+            file = location(uri.replace("s3://", "s3a://", 1), path)
+        else:
+            file = path / unquote(uri.removeprefix("file:"))
+        data = pq.read_table(pa.BufferReader(file.read_bytes()))
         columns = []
         for field in schema:
             if f"partition.{field.name}" in actions.column_names:

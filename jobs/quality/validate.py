@@ -505,8 +505,8 @@ def rows_to_check(
     spark_frame: Callable[[], DataFrame],
 ) -> DataFrame | ArrowRows:
     """The rows of these data files (add actions) for a scope's checks: an Arrow copy,
-    read on first use, when they are few (`Settings.check_arrow_max_rows`) and on
-    local disk; otherwise `spark_frame()`, Spark's read of the same rows.
+    read on first use, when they are few (`Settings.check_arrow_max_rows`);
+    otherwise `spark_frame()`, Spark's read of the same rows.
 
     Spark plans a read of a Delta table against the table's whole state (a
     job per table version it has not seen), and each GX rule is a Spark job:
@@ -515,7 +515,7 @@ def rows_to_check(
     run on Spark over the copy, with nothing to plan or read.
     """
     small = rows is not None and rows <= settings.check_arrow_max_rows
-    if actions is None or not small or settings.object_store is not None:
+    if actions is None or not small:
         return spark_frame()
     return ArrowRows(lambda: read_arrow(path, actions), spark)
 

@@ -131,7 +131,6 @@ def test_each_message_once_across_runs_and_partitions_as_files_would(spark, brok
     assert_reconciled(spark, settings)
 
 
-@pytest.mark.full  # silver, gold and parity: about 80 s; parity stays in CI (test_parity.py)
 def test_streams_of_kafka_fed_bronze_equal_a_batch_recomputation(spark, ingested_twice):
     settings, _ = ingested_twice
     layers = ("silver", "gold")

@@ -161,7 +161,6 @@ def streamed(s3: ObjectStore) -> Streamed:
     return Streamed(root, kill, done.stdout, lines, rewritten)
 
 
-@pytest.mark.full  # the crashed and rerun run on S3: about 4.5 minutes
 def test_a_run_on_s3_puts_every_table_there_and_deltalake_reads_them_from_s3(streamed, s3):
     settings = settings_for(streamed.root)
     assert "tables:      s3a://lakehouse/streamed/lakehouse/" in streamed.rerun_output
@@ -176,7 +175,6 @@ def test_a_run_on_s3_puts_every_table_there_and_deltalake_reads_them_from_s3(str
     assert not (streamed.root / locks.LOCK_FILE).exists()  # released after the run
 
 
-@pytest.mark.full  # the crashed and rerun run on S3: about 4.5 minutes
 def test_after_the_crash_every_landing_line_is_in_bronze_or_quarantine_exactly_once(streamed):
     settings = settings_for(streamed.root)
     for source, spec in SOURCES.items():
@@ -189,7 +187,6 @@ def test_after_the_crash_every_landing_line_is_in_bronze_or_quarantine_exactly_o
         assert all(str(row[-1]).startswith("s3a://lakehouse/streamed/landing/") for row in bronze)
 
 
-@pytest.mark.full  # the crashed and rerun run on S3: about 4.5 minutes
 def test_the_landing_rules_hold_on_s3(streamed):
     """Prefixes and other names are named and never read, an object that is not what its
     name says is one quarantine row, a rewritten object is not read again."""
@@ -209,7 +206,6 @@ def test_the_landing_rules_hold_on_s3(streamed):
         assert not [r for r in rows if any(m in json.dumps(r, default=str) for m in markers)]
 
 
-@pytest.mark.full  # the crashed and rerun run on S3: about 4.5 minutes
 def test_gold_on_s3_agrees_with_duckdb_over_the_same_landing_objects(streamed, tmp_path):
     pytest.importorskip("duckdb")
     copy = tmp_path / "copy"
