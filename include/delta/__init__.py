@@ -6,7 +6,8 @@
 - `read_stream`, `StreamSink`: Delta's streaming source, and a foreachBatch
   sink that commits each micro-batch once (`include.delta.streams`).
 - `append`, `merge_upsert`, `replace_range`, `replace_dates`, `replace_table`, `append_rows`:
-  writes, each one atomic commit, each safe to repeat (`include.delta.writes`).
+  writes, each one atomic commit, each safe to repeat (`include.delta.writes`;
+  `append_rows`, bookkeeping, commits with delta-rs on a local data root).
 - `include.delta.log`: the log read without Spark (delta-rs), for the checks
   made before a query starts.
 - `include.delta.maintenance`: OPTIMIZE and VACUUM.

@@ -326,9 +326,9 @@ def append_rows(
     and `version`, at most once for that pair.
 
     On a local data root delta-rs commits them (`include.delta.log.append_local`):
-    no Spark job, and none of the table state a Spark write rebuilds first (a
-    second and more for one row, measured in a warm session). On S3, Spark
-    does, whose commits go through the fenced log store.
+    no Spark job, and none of the table state a Spark write rebuilds first
+    (docs/delta-lake.md). On S3, Spark does, whose commits go through the
+    fenced log store.
     """
     if isinstance(path, S3Path):
         if spark is None:

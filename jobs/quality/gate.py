@@ -246,12 +246,9 @@ def _without_scripts(page: str) -> str:
     return _REMOTE.sub("", _SCRIPT.sub("", page))
 
 
-# Which of a scope's expectations a GX validation runs: all of them (on Spark), the
-# column rules (GX's pandas engine) or the SQL rules (Spark).
-RULES = ("all", "columns", "sql")
-
-
 def _selected(expectations: list[dict[str, Any]], rules: str) -> list[dict[str, Any]]:
+    """Which expectations one GX validation runs: `all` (on Spark), the `columns` rules
+    (on GX's pandas engine) or the `sql` rules (on Spark)."""
     if rules == "all":
         return expectations
     return [e for e in expectations if (e["type"] == SQL_RULE) == (rules == "sql")]
@@ -358,8 +355,7 @@ class QualityGate:
         self, suite: Suite, scope: str, time_dependent_only: bool, rules: str
     ) -> tuple[Any, Any]:
         """The two GX checkpoints (verdicts, then samples) of the `scope` expectations of
-        `suite` that `rules` selects (`RULES`: all on Spark, the column rules on
-        GX's pandas engine, the SQL rules on Spark)."""
+        `suite` that `rules` selects (`_selected`)."""
         key = f"{suite.layer}.{suite.name}.{scope}" + (".time" if time_dependent_only else "")
         key += "" if rules == "all" else f".{rules}"
         if key not in self._checkpoints:

@@ -23,6 +23,10 @@ see jobs/quality/gate.py) right after the query that wrote it
   partitions of those tables from the day before the new rows' first date to
   the day after their last (whole tables under `lakehouse validate`).
 
+A scope's rows, when few (`rows_to_check`), are an Arrow copy of their data
+files: GX's pandas engine checks the column rules, Spark the SQL rules over
+the copy; more are read by Spark from the table (docs/data-quality.md).
+
 Every outcome is appended to the Delta table `lakehouse/_meta/dq_results`,
 which is also where the last passing version of each table is read from.
 """
