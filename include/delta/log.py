@@ -9,9 +9,10 @@ bookkeeping a run reads from `_meta` (each table's last passing validation,
 asked before anything else, and the ingest ledger's sums): a cold Spark
 session took 6 s to answer the first, delta-rs a quarter of a second; and
 `append_local`, for the bookkeeping a run appends on a local data root (the
-ingest ledger, the event log, the data-quality results); and `read_arrow`, the rows of a few data files for the
-data-quality checks of a small increment (jobs/quality/validate.py), which a
-Spark read would first plan against the table's whole state. Everything
+ingest ledger, the event log, the data-quality results); and `read_arrow`,
+the rows of a few data files for the data-quality checks of a small
+increment (jobs/quality/validate.py), which a Spark read would first plan
+against the table's whole state. Everything
 else that reads or writes the pipeline's data goes through Spark's Delta
 connector (the rest of `include.delta`).
 """
