@@ -104,10 +104,12 @@ def read_arrow(path: Root, actions: Any) -> Any:
     files = []
     for index, uri in enumerate(actions.column("path").to_pylist()):
         # The log's paths are URIs, %-escaped: relative to the table, or absolute.
-        if "://" in uri:
+        if uri.startswith("file:"):  # file:/x or file:///x
+            file = location(unquote(uri.removeprefix("file:").removeprefix("//")), path)
+        elif "://" in uri:
             file = location(uri.replace("s3://", "s3a://", 1), path)
         else:
-            file = path / unquote(uri.removeprefix("file:"))
+            file = path / unquote(uri)
         data = pq.read_table(pa.BufferReader(file.read_bytes()))
         columns = []
         for field in schema:

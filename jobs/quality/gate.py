@@ -427,8 +427,10 @@ class QualityGate:
             if _selected(expectations, "sql"):
                 raise ValueError(f"suite {suite.table}: SQL rules run on Spark DataFrames only")
             parts = [("columns", lambda: frame)]
+            rows = len(cast("pd.DataFrame", frame)) if rows is None else rows
         else:
             parts = [("all", lambda: frame)]
+            rows = cast("DataFrame", frame).count() if rows is None else rows
         outcomes: list[Outcome] = []
         for rules, data in parts:
             if _selected(expectations, rules):
@@ -445,7 +447,7 @@ class QualityGate:
         rules: str,
         frame: DataFrame | pd.DataFrame,
         parameters: dict[str, Any],
-        rows: int | None,
+        rows: int,
     ) -> list[Outcome]:
         counts, samples = self._checkpoint(suite, scope, time_dependent_only, rules)
         batch = {"dataframe": frame}
@@ -455,11 +457,6 @@ class QualityGate:
             result = samples.run(batch_parameters=batch, expectation_parameters=parameters)
         ((identifier, run),) = result.run_results.items()
         page = self._docs_page(identifier)
-        if rows is None:
-            if type(frame).__module__.startswith("pandas"):
-                rows = len(cast("pd.DataFrame", frame))
-            else:
-                rows = cast("DataFrame", frame).count()
         outcomes = []
         for item in run.results:
             config = item.expectation_config.to_json_dict()
