@@ -15,6 +15,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -149,14 +150,19 @@ def run_cli(
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
-def run_in_process(*args: str) -> subprocess.CompletedProcess:
+def run_in_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`python -m jobs ...` in this process, on the tests' Spark session (the `spark`
     fixture must have started it): the same command as run_cli's, without a JVM's
-    start-up and warm-up per command. Its output is captured, its exit code returned."""
+    start-up and warm-up per command. `env` is set for the command's time. Its output
+    is captured, its exit code returned."""
     from jobs.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with (
+        mock.patch.dict(os.environ, env or {}),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
         code = main(list(args))
     return subprocess.CompletedProcess(["lakehouse", *args], code, out.getvalue(), err.getvalue())
 

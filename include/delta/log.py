@@ -20,6 +20,7 @@ connector (the rest of `include.delta`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -88,11 +89,11 @@ def append_local(
     )
 
 
-def read_arrow(path: Root, actions: Any) -> Any:
+def read_arrow(path: Root, actions: Any, columns: Sequence[str] | None = None) -> Any:
     """The rows of these data files (add actions, as `added_file_actions` gives them),
-    read with pyarrow (each file whole, into memory: for a few files), as a pyarrow
-    table in the table's schema: partition columns from the log, a column a file
-    predates null.
+    read with pyarrow (each file into memory: for a few files), as a pyarrow table in
+    the table's schema (or these of its `columns`): partition columns from the log, a
+    column a file predates null.
 
     Every row of a file in the log is live: the lakehouse's tables have no
     deletion vectors (docs/contract.md).
@@ -101,6 +102,8 @@ def read_arrow(path: Root, actions: Any) -> Any:
     import pyarrow.parquet as pq
 
     schema = pa.schema(open_table(path).schema().to_arrow())
+    if columns is not None:
+        schema = pa.schema([schema.field(name) for name in columns])
     files = []
     for index, uri in enumerate(actions.column("path").to_pylist()):
         # The log's paths are URIs, %-escaped: relative to the table, or absolute.
@@ -110,7 +113,8 @@ def read_arrow(path: Root, actions: Any) -> Any:
             file = location(uri.replace("s3://", "s3a://", 1), path)
         else:
             file = path / unquote(uri)
-        data = pq.read_table(pa.BufferReader(file.read_bytes()))
+        parquet = pq.ParquetFile(pa.BufferReader(file.read_bytes()))
+        data = parquet.read([n for n in schema.names if n in parquet.schema_arrow.names])
         columns = []
         for field in schema:
             if f"partition.{field.name}" in actions.column_names:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -23,7 +24,13 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from include.delta import is_delta_table, latest_version, read_added_since
-from include.delta.log import column_max
+from include.delta.log import (
+    add_actions,
+    added_file_actions,
+    column_max,
+    file_rows,
+    read_arrow,
+)
 from include.runs import new_run_id
 from include.settings import Settings
 from include.spark import label_jobs
@@ -44,7 +51,7 @@ from jobs.reports.outcome import RunOutcome
 from jobs.reports.pages import write_run_report
 from jobs.reports.progress import StageResult
 from jobs.schemas import table_schema
-from jobs.transforms.landing import reason_class
+from jobs.transforms.landing import reason_class, reason_class_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -106,22 +113,35 @@ def _version(path: Root) -> int | None:
 def quarantine_by_reason(
     spark: SparkSession, settings: Settings, since: dict[str, int | None]
 ) -> dict[str, dict[str, int]]:
-    """Quarantined lines per source and reason class, added since the given versions."""
+    """Quarantined lines per source and reason class, added since the given versions.
+
+    A few new rows (up to `Settings.check_arrow_max_rows`, counted from the log)
+    are read from their data files with pyarrow, their reasons alone; more, with Spark.
+    """
     counts: dict[str, dict[str, int]] = {}
     for source in SOURCES:
         path = settings.table("quarantine", source)
         if not is_delta_table(path):
             continue
-        if source in since and since[source] == _version(path):
+        before = since.get(source)
+        if source in since and before == _version(path):
             counts[source] = {}  # no new version: nothing quarantined, no Spark job needed
             continue
-        rows = (
-            read_added_since(spark, path, since.get(source))
-            .groupBy(reason_class(F.col("reason")).alias("reason"))
-            .count()
-            .collect()
-        )
-        counts[source] = dict(sorted((row["reason"], row["count"]) for row in rows))
+        actions = add_actions(path) if before is None else added_file_actions(path, before)
+        rows = [n for _, n in file_rows(actions).values()]
+        known = [n for n in rows if n is not None]
+        if len(known) == len(rows) and sum(known) <= settings.check_arrow_max_rows:
+            reasons = read_arrow(path, actions, ["reason"]).column("reason").to_pylist()
+            by_class = Counter(reason_class_of(reason) for reason in reasons)
+        else:
+            by_class = Counter({
+                row["reason"]: row["count"]
+                for row in read_added_since(spark, path, before)
+                .groupBy(reason_class(F.col("reason")).alias("reason"))
+                .count()
+                .collect()
+            })  # fmt: skip
+        counts[source] = dict(sorted(by_class.items()))
     return counts
 
 

@@ -303,7 +303,8 @@ class QualityGate:
 
     docs_dir: Path
     _context: Any = None
-    _checkpoints: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    _checkpoints: dict[str, Any] = field(default_factory=dict)
+    _definitions: dict[str, Any] = field(default_factory=dict)
     _docs_stale: bool = False  # validations ran since Data Docs were last built
 
     def _gx(self) -> Any:
@@ -352,15 +353,45 @@ class QualityGate:
         return sources.get(name)
 
     def _checkpoint(
-        self, suite: Suite, scope: str, time_dependent_only: bool, rules: str
-    ) -> tuple[Any, Any]:
-        """The two GX checkpoints (verdicts, then samples) of the `scope` expectations of
-        `suite` that `rules` selects (`_selected`)."""
+        self, suite: Suite, scope: str, time_dependent_only: bool, rules: str, samples: bool
+    ) -> Any:
+        """A GX checkpoint of the `scope` expectations of `suite` that `rules` selects
+        (`_selected`): for the verdicts, or with `samples` for counts and sample values.
+
+        Two checkpoints on one validation definition. The first asks for the
+        verdict only (BOOLEAN_ONLY): most validations pass, and GX's counts and
+        sample values cost a round trip to the JVM per expectation (about a third
+        of a small validation's time). The second re-runs a failed validation
+        with counts and sample values for the message and Data Docs; it is made
+        when first needed (adding a checkpoint to GX's context costs about 35 ms).
+        """
         key = f"{suite.layer}.{suite.name}.{scope}" + (".time" if time_dependent_only else "")
         key += "" if rules == "all" else f".{rules}"
-        if key not in self._checkpoints:
-            import great_expectations as gx
+        name, kind, sample = (
+            (f"{key}.samples", "SUMMARY", SAMPLE_SIZE) if samples else (key, "BOOLEAN_ONLY", 0)
+        )
+        if name not in self._checkpoints:
+            # GX itself first (`_definition`): importing its checkpoint module alone is circular.
+            definition = self._definition(key, suite, scope, time_dependent_only, rules)
             from great_expectations.checkpoint import Checkpoint
+
+            self._checkpoints[name] = self._gx().checkpoints.add_or_update(
+                Checkpoint(
+                    name=name,
+                    validation_definitions=[definition],
+                    actions=[],
+                    result_format={"result_format": kind, "partial_unexpected_count": sample},
+                )
+            )
+        return self._checkpoints[name]
+
+    def _definition(
+        self, key: str, suite: Suite, scope: str, time_dependent_only: bool, rules: str
+    ) -> Any:
+        """GX's validation definition `key`: the selected expectations on a batch of one
+        DataFrame (pandas for the column rules, Spark otherwise)."""
+        if key not in self._definitions:
+            import great_expectations as gx
 
             context = self._gx()
             expectations = _selected(suite.scoped(scope, time_dependent_only), rules)
@@ -375,30 +406,10 @@ class QualityGate:
             engine = "pandas" if rules == "columns" else "spark"
             asset = self._data_source(engine).add_dataframe_asset(key)
             batch = asset.add_batch_definition_whole_dataframe(scope)
-            definition = context.validation_definitions.add_or_update(
+            self._definitions[key] = context.validation_definitions.add_or_update(
                 gx.ValidationDefinition(name=key, data=batch, suite=gx_suite)
             )
-            # Two checkpoints on one validation definition. The first asks for
-            # the verdict only (BOOLEAN_ONLY): most validations pass, and GX's
-            # counts and sample values cost a round trip to the JVM per
-            # expectation (about a third of a small validation's time). The
-            # second re-runs a failed validation with counts and sample values
-            # for the message and Data Docs.
-            self._checkpoints[key] = tuple(
-                context.checkpoints.add_or_update(
-                    Checkpoint(
-                        name=name,
-                        validation_definitions=[definition],
-                        actions=[],
-                        result_format={"result_format": kind, "partial_unexpected_count": sample},
-                    )
-                )
-                for name, kind, sample in (
-                    (key, "BOOLEAN_ONLY", 0),
-                    (f"{key}.samples", "SUMMARY", SAMPLE_SIZE),
-                )
-            )
-        return self._checkpoints[key]
+        return self._definitions[key]
 
     def validate(
         self,
@@ -449,12 +460,13 @@ class QualityGate:
         parameters: dict[str, Any],
         rows: int,
     ) -> list[Outcome]:
-        counts, samples = self._checkpoint(suite, scope, time_dependent_only, rules)
         batch = {"dataframe": frame}
-        result = counts.run(batch_parameters=batch, expectation_parameters=parameters)
+        checkpoint = self._checkpoint(suite, scope, time_dependent_only, rules, samples=False)
+        result = checkpoint.run(batch_parameters=batch, expectation_parameters=parameters)
         self._docs_stale = True
         if not result.success:
-            result = samples.run(batch_parameters=batch, expectation_parameters=parameters)
+            checkpoint = self._checkpoint(suite, scope, time_dependent_only, rules, samples=True)
+            result = checkpoint.run(batch_parameters=batch, expectation_parameters=parameters)
         ((identifier, run),) = result.run_results.items()
         page = self._docs_page(identifier)
         outcomes = []

@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import operator
+import re
 from collections.abc import Callable
 from functools import reduce
 
@@ -62,6 +63,13 @@ REASON_CLASS = (
 
 def reason_class(reason: Column) -> Column:
     return F.trim(F.regexp_extract(reason, REASON_CLASS, 1))
+
+
+def reason_class_of(reason: str) -> str:
+    """`reason_class` of one reason, in Python: the same expression, no match an empty
+    class, spaces trimmed (Spark's `trim` trims spaces only)."""
+    found = re.match(REASON_CLASS, reason)
+    return (found.group(1) if found else "").strip(" ")
 
 
 def _json_type(path: str) -> Column:

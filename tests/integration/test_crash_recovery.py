@@ -16,7 +16,9 @@ that hangs fails the test. A kill is one of:
   `commits/` entry, or new state store file, of one stream) or Delta writes a
   log file (the n-th new file in one table's `_delta_log/`).
 
-After the kills the command runs once more, uninterrupted. Then the tables must
+After the kills the command runs once more, uninterrupted (on a local root in
+this process, on the tests' warm Spark session: it finds on disk what the
+killed processes left, as a new process would). Then the tables must
 equal an uninterrupted run's (or backfill's) row for row, bronze and
 quarantine holding every line once; one more run must succeed and change
 nothing, so no orphan file or state breaks later runs; and `lakehouse maintain
@@ -59,6 +61,7 @@ from tests.helpers import (
     kill_group,
     landing_lines,
     run_cli,
+    run_in_process,
     settings_for,
     start_cli,
 )
@@ -158,6 +161,7 @@ def event_days(root: Path) -> tuple[str, str]:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, landing) -> Reference:
     root = fresh_root(tmp_path_factory.mktemp("reference"), landing)
+    # Processes of their own, as the killed commands are: their times bound the kill moments.
     started = time.monotonic()
     done = run_cli("run", "--data-root", str(root), env=SMALL_BATCHES)
     run_seconds = time.monotonic() - started
@@ -293,6 +297,7 @@ def attempt(root: Root, args: tuple[str, ...], kill: Kill, log: Path) -> tuple[s
 
 # Three kills, three reruns and a vacuum of every table: longer than the default limit.
 @pytest.mark.timeout(2400)
+@pytest.mark.usefixtures("spark")  # the uninterrupted commands on a local root run in-process
 def test_killed_again_and_again_then_rerun_equals_uninterrupted(
     tmp_path, landing, reference, kill_plan, storage, request, figures
 ):
@@ -334,7 +339,16 @@ def test_killed_again_and_again_then_rerun_equals_uninterrupted(
 
 
 def finish_and_compare(root: Root, args: tuple[str, ...], expected: dict[str, Counter]) -> None:
-    done = run_cli(*args, "--data-root", str(root), env={**SMALL_BATCHES, **environment(root)})
+    """`args` uninterrupted, then every table equals `expected`.
+
+    On a local root the command runs in this process, on the tests' warm Spark
+    session (it reads what the killed processes left on disk, as a new process
+    would); an S3 root needs a session configured for it, a process of its own.
+    """
+    if isinstance(root, S3Path):
+        done = run_cli(*args, "--data-root", str(root), env={**SMALL_BATCHES, **environment(root)})
+    else:
+        done = run_in_process(*args, "--data-root", str(root), env=SMALL_BATCHES)
     assert done.returncode == 0, done.stderr[-4000:]
     assert tables(root) == expected, f"after {' '.join(args)}"
 

@@ -231,3 +231,36 @@ def test_hostile_lines_never_stop_the_batch_and_are_quarantined_with_a_known_rea
             assert reason.startswith(KNOWN_CLASSES), reason
             if len(line) > MAX_LINE_BYTES:
                 assert reason.startswith(("line too long", "not valid UTF-8")), reason
+
+
+reasons = st.one_of(
+    st.text(max_size=40),
+    st.builds(
+        lambda known, rest: known + rest, st.sampled_from(KNOWN_CLASSES), st.text(max_size=30)
+    ),
+    st.sampled_from(
+        [
+            "missing required field(s): user_id",
+            "field 'ad_id' must be a string, not bigint",
+            "bad timestamp in 'event_time': '<img src=x>'",
+            "unknown action: 'jump'; bad timestamp in 'event_time': 'x'",
+            "  line too long: 2300000000 bytes (the limit is 1048576)",
+            "unreadable file: gzip: not a gzip file\n(second line)",
+            "\u3000ideographic space: kept, not trimmed",
+        ]
+    ),
+)
+
+
+@FUZZ
+@given(st.lists(reasons, min_size=1, max_size=30))
+def test_a_reasons_class_is_the_same_in_python_and_in_spark(spark, texts):
+    """The run report counts quarantine rows by class with pyarrow (a few rows) or
+    Spark (many): both must class every reason alike."""
+    from pyspark.sql import functions as F
+
+    from jobs.transforms.landing import reason_class, reason_class_of
+
+    frame = spark.createDataFrame([(text,) for text in texts], "reason string")
+    on_spark = [row[0] for row in frame.select(reason_class(F.col("reason"))).collect()]
+    assert on_spark == [reason_class_of(text) for text in texts]
