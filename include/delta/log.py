@@ -236,6 +236,38 @@ def latest_commit(path: Root) -> dict[str, Any]:
     return dict(commit)
 
 
+# A new stream reads a table from its first commit only if its log is this short.
+FROM_FIRST_COMMIT_MAX_VERSIONS = 200
+
+
+def appended_only(path: Root) -> bool:
+    """Whether every commit of the table, from its first, is still in its log and only
+    added files as new data (no remove, no add with `dataChange=false`).
+
+    Then a new stream that reads the commits from version 0 reads exactly the
+    rows of the latest snapshot, without Delta building that snapshot's file
+    list first (a Spark job: about 2 s per new stream in a warm session, 8 s
+    in a cold one, against 0.5 s and 1 s). Read from the log's JSON files; a
+    longer log than `FROM_FIRST_COMMIT_MAX_VERSIONS` says False.
+    """
+    if not is_delta_table(path):
+        return False
+    latest = latest_version(path)
+    if latest >= FROM_FIRST_COMMIT_MAX_VERSIONS:
+        return False
+    for version in range(latest + 1):
+        commit = path / "_delta_log" / f"{version:020d}.json"
+        try:
+            lines = commit.read_text().splitlines()
+        except FileNotFoundError:
+            return False  # cleaned up: the table's first rows are in a checkpoint only
+        for line in lines:
+            action = json.loads(line) if line.strip() else {}
+            if "remove" in action or action.get("add", {}).get("dataChange") is False:
+                return False
+    return True
+
+
 def committed_batch(path: Root, app_id: str) -> int | None:
     """The newest micro-batch (Delta app transaction version) `app_id` committed to the table."""
     return open_table(path).transaction_version(app_id)

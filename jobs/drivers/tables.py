@@ -12,11 +12,13 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from include.delta import StreamSink, read_stream
+from include.delta.log import appended_only
 from include.settings import Settings
 from include.spark import label_jobs
 from include.storage.checkpoints import (
     REBUILT_BY_BACKFILL,
     CheckpointError,
+    read_position,
     read_sidecar,
     restart_version,
     write_sidecar,
@@ -128,16 +130,17 @@ def source_stream(spark: SparkSession, settings: Settings, source: str, query: T
     gold tables also skip any other commit that rewrites rows. A new stream,
     and one `lakehouse recover` restarted, reads the table as it is now, then
     each new version (a checkpoint of lakehouse 0.2's `recover` may name
-    where to start).
+    where to start). The table as it is now is, for a table that was only
+    ever appended to (a first run's), its commits from the first one: read so
+    (`appended_only`), Delta skips building a snapshot's file list.
     """
     layer, name = source.split("/")
     path = settings.table(layer, name)
-    return read_stream(
-        spark,
-        path,
-        skip_change_commits=layer != "bronze",
-        starting_version=restart_version(settings.checkpoint(query.layer, query.name), path),
-    )
+    checkpoint = settings.checkpoint(query.layer, query.name)
+    start = restart_version(checkpoint, path)
+    if start is None and read_position(checkpoint, query.id) is None and appended_only(path):
+        start = 0
+    return read_stream(spark, path, skip_change_commits=layer != "bronze", starting_version=start)
 
 
 def write_table(spark: SparkSession, settings: Settings, table: Table) -> StageResult:
