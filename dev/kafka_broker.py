@@ -65,6 +65,16 @@ def free_port() -> int:
     raise RuntimeError("no two consecutive free ports on 127.0.0.1")
 
 
+def cluster_id() -> str:
+    """A new KRaft cluster id, as Kafka's `Uuid.randomUuid` makes one: base64url of a
+    random UUID, drawn again if it starts with "-" (the storage tool would take that
+    for an option: one id in 64 made CI fail with "expected one argument")."""
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not found.startswith("-"):
+            return found
+
+
 @dataclass(frozen=True)
 class KafkaBroker:
     state: Path
@@ -113,8 +123,7 @@ class KafkaBroker:
         config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         (self.state / "log4j2.properties").write_text(LOG4J)
         if not (data / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            self._tool("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config))
+            self._tool("kafka.tools.StorageTool", "format", "-t", cluster_id(), "-c", str(config))
         return config
 
     def _java(self, main: str, *args: str, heap: str = "256m") -> list[str]:
