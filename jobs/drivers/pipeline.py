@@ -42,7 +42,9 @@ from jobs.drivers.tables import refuse_changed_rules, run_table
 from jobs.quality.gate import QualityGate
 from jobs.quality.validate import (
     LayerValidation,
+    fits_an_arrow_copy,
     last_passed_versions,
+    rows_total,
     tables_written_by,
     validate_layer,
 )
@@ -128,9 +130,8 @@ def quarantine_by_reason(
             counts[source] = {}  # no new version: nothing quarantined, no Spark job needed
             continue
         actions = add_actions(path) if before is None else added_file_actions(path, before)
-        rows = [n for _, n in file_rows(actions).values()]
-        known = [n for n in rows if n is not None]
-        if len(known) == len(rows) and sum(known) <= settings.check_arrow_max_rows:
+        rows = rows_total(n for _, n in file_rows(actions).values())
+        if fits_an_arrow_copy(settings, rows):
             reasons = read_arrow(path, actions, ["reason"]).column("reason").to_pylist()
             by_class = Counter(reason_class_of(reason) for reason in reasons)
         else:

@@ -338,7 +338,7 @@ def reconciliation_frame(spark: SparkSession, settings: Settings) -> DataFrame:
         path = settings.table(layer, source)
         if not is_delta_table(path):
             return 0
-        known = _rows(rows for _, rows in data_files(path).values())
+        known = rows_total(rows for _, rows in data_files(path).values())
         return read_table(spark, path).count() if known is None else known
 
     rows = []
@@ -424,7 +424,7 @@ def check_table(
     column = date_column(suite.table)
     actions = add_actions(path, version)
     files = file_rows(actions, column)
-    whole_rows = _rows(rows for _, rows in files.values())
+    whole_rows = rows_total(rows for _, rows in files.values())
     if since == version:
         # Unchanged since it passed: row rules have no new rows, and whole-table
         # rules would give the same answer, except those that depend on the time.
@@ -451,7 +451,7 @@ def check_table(
     new_rows = whole
     if added is not None:
         names = file_names(added)
-        new_count = _rows(rows for name, (_, rows) in files.items() if name in names)
+        new_count = rows_total(rows for name, (_, rows) in files.items() if name in names)
         new_rows = rows_to_check(
             spark, settings, path, added, new_count, lambda: read_files(spark, path, added, version)
         )
@@ -471,7 +471,7 @@ def check_table(
                 touched_count = None
             dates = sorted(day for day in found if day is not None)  # null: a row rule fails
             if touched_count is not None:
-                touched_count = _rows(rows for day, rows in files.values() if day in dates)
+                touched_count = rows_total(rows for day, rows in files.values() if day in dates)
             in_dates = (
                 actions.filter(
                     pc.is_in(actions.column(f"partition.{column}"), pa.array(dates, pa.date32()))
@@ -518,10 +518,15 @@ def rows_to_check(
     pandas engine checks the column rules in milliseconds, and the SQL rules
     run on Spark over the copy, with nothing to plan or read.
     """
-    small = rows is not None and rows <= settings.check_arrow_max_rows
-    if actions is None or not small:
+    if actions is None or not fits_an_arrow_copy(settings, rows):
         return spark_frame()
     return ArrowRows(lambda: read_arrow(path, actions), spark)
+
+
+def fits_an_arrow_copy(settings: Settings, rows: int | None) -> bool:
+    """Whether rows this many (None: not known from the log) are few enough to read
+    into memory with pyarrow instead of with Spark (`Settings.check_arrow_max_rows`)."""
+    return rows is not None and rows <= settings.check_arrow_max_rows
 
 
 def _distinct(frame: DataFrame | ArrowRows, column: str) -> set[Any]:
@@ -530,7 +535,7 @@ def _distinct(frame: DataFrame | ArrowRows, column: str) -> set[Any]:
     return {day for (day,) in frame.select(column).distinct().collect()}
 
 
-def _rows(counts: Iterable[int | None]) -> int | None:
+def rows_total(counts: Iterable[int | None]) -> int | None:
     """The sum of files' row counts; None if a file has none recorded."""
     found = list(counts)
     known = [rows for rows in found if rows is not None]
