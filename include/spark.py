@@ -101,12 +101,23 @@ def driver_java_options() -> str:
     pauses of the 10M first run, plus its concurrent marking on the same two
     cores; the parallel collector 12.6 s, and the run took 304 s instead of 329.
 
+    The driver compiles with the JIT's quick tier only (C1, `TieredStopAtLevel=1`).
+    A run is short and runs many different plans, each with classes Spark
+    generates for it: the optimising compiler (C2) spent more CPU compiling them
+    than the run spent on its rows, on two cores taken from the tasks. Measured
+    up to a million events a run (docs/benchmarks.md); executors on a cluster
+    live longer and keep the JVM's default. C1 alone gets the JVM's smaller code
+    cache, too small for a day of generated classes: it is given a larger one.
+
     With the class archive `make setup` records (`include.class_archive`), the
     JVM maps the classes a run loads instead of loading them one by one. A JVM
     that finds the archive does not match its class path runs without it,
     silently (`-Xlog:cds=off`).
     """
-    options = f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J} -XX:+UseParallelGC"
+    options = (
+        f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J} -XX:+UseParallelGC"
+        " -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m"
+    )
     archive = archive_path()
     if archive.is_file():
         options += f" -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
