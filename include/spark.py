@@ -92,7 +92,7 @@ def delta_conf() -> dict[str, str]:
     }
 
 
-def driver_java_options() -> str:
+def driver_java_options(short_lived: bool = True) -> str:
     """The driver JVM's options: UTC, our log4j configuration (quiet console), and
     the parallel garbage collector.
 
@@ -101,34 +101,35 @@ def driver_java_options() -> str:
     pauses of the 10M first run, plus its concurrent marking on the same two
     cores; the parallel collector 12.6 s, and the run took 304 s instead of 329.
 
-    The driver compiles with the JIT's quick tier only (C1, `TieredStopAtLevel=1`).
-    A run is short and runs many different plans, each with classes Spark
-    generates for it: the optimising compiler (C2) spent more CPU compiling them
-    than the run spent on its rows, on two cores taken from the tasks. Measured
-    up to a million events a run (docs/benchmarks.md); executors on a cluster
-    live longer and keep the JVM's default. C1 alone gets the JVM's smaller code
-    cache, too small for a day of generated classes: it is given a larger one.
+    A `short_lived` driver (a `lakehouse` command, an Airflow task) compiles with
+    the JIT's quick tier only (C1, `TieredStopAtLevel=1`): a run is short and
+    runs many different plans, each with classes Spark generates for it, and
+    the optimising compiler (C2) spent more CPU compiling them than the run
+    spent on its rows, on the two cores the tasks needed. Measured up to a
+    million events a run (docs/benchmarks.md). A JVM that lives for many runs
+    (the tests' session) keeps the JVM's tiered default, as executors on a
+    cluster do: there C2's code pays back. C1 alone gets the JVM's smaller code
+    cache, too small for the classes of many plans: it is given a larger one.
 
     With the class archive `make setup` records (`include.class_archive`), the
     JVM maps the classes a run loads instead of loading them one by one. A JVM
     that finds the archive does not match its class path runs without it,
     silently (`-Xlog:cds=off`).
     """
-    options = (
-        f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J} -XX:+UseParallelGC"
-        " -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m"
-    )
+    options = f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J} -XX:+UseParallelGC"
+    if short_lived:
+        options += " -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m"
     archive = archive_path()
     if archive.is_file():
         options += f" -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
     return options
 
 
-def driver_conf(settings: Settings) -> dict[str, str]:
-    """The driver JVM's heap and options."""
+def driver_conf(settings: Settings, short_lived: bool = True) -> dict[str, str]:
+    """The driver JVM's heap and options (`driver_java_options`)."""
     return {
         "spark.driver.memory": settings.driver_memory,
-        "spark.driver.extraJavaOptions": driver_java_options(),
+        "spark.driver.extraJavaOptions": driver_java_options(short_lived),
     }
 
 
@@ -151,7 +152,8 @@ def session_conf(
         "spark.sql.adaptive.enabled": str(not streaming).lower(),
         # Event times are UTC by contract; never let the machine's zone leak in.
         "spark.sql.session.timeZone": "UTC",
-        **driver_conf(settings),
+        # The tests' session serves a whole test run: a long-lived JVM.
+        **driver_conf(settings, short_lived=not for_tests),
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
         "spark.jars": ",".join(str(jar) for jar in spark_jars(settings.object_store is not None)),
         **delta_conf(),

@@ -1,5 +1,6 @@
-"""The driver JVM's class-data-sharing archive (include/class_archive.py) is optional:
-named only when it exists, and a JVM that cannot use it starts as without it."""
+"""The driver JVM's options: the class-data-sharing archive (include/class_archive.py) is
+optional (named only when it exists, and a JVM that cannot use it starts as without it);
+short-lived drivers compile with the JIT's quick tier."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 import include.spark
 from include.spark import driver_java_options
+from tests.helpers import settings_for
 
 LAUNCHER = "org.apache.spark.launcher.Main"
 
@@ -46,3 +48,12 @@ def test_a_jvm_starts_quietly_with_an_archive_it_cannot_use(tmp_path, monkeypatc
     assert done.stdout == ""  # the JVM logs to stdout: nothing about the archive
     assert " version " in done.stderr
     assert "warning" not in done.stderr.lower() and "error" not in done.stderr.lower()
+
+
+def test_short_lived_drivers_compile_with_the_quick_tier_and_the_tests_session_does_not(tmp_path):
+    settings = settings_for(tmp_path)
+    quick = "-XX:TieredStopAtLevel=1"
+    assert quick in include.spark.submit_conf(settings)["spark.driver.extraJavaOptions"]
+    assert quick in include.spark.session_conf(settings)["spark.driver.extraJavaOptions"]
+    tests = include.spark.session_conf(settings, for_tests=True)
+    assert quick not in tests["spark.driver.extraJavaOptions"]
