@@ -119,3 +119,13 @@ def test_bad_kafka_settings_are_refused(monkeypatch, tmp_path, name, value):
     monkeypatch.setenv(f"LAKEHOUSE_KAFKA_{name}", value)
     with pytest.raises(ValueError, match=f"LAKEHOUSE_KAFKA_{name}"):
         Settings.load(data_root=tmp_path)
+
+
+def test_only_the_tests_session_evaluates_plans_without_generated_code(tmp_path):
+    """Commands and Airflow tasks generate code for their plans (it pays from some
+    thousands of rows); the tests' session, of a few hundred rows a run, does not."""
+    settings = Settings.load(data_root=tmp_path)
+    for conf in (session_conf(settings), submit_conf(settings)):
+        assert "spark.sql.codegen.factoryMode" not in conf
+    assert session_conf(settings, for_tests=True)["spark.sql.codegen.factoryMode"] == "NO_CODEGEN"
+    assert session_conf(settings)["spark.sql.codegen.cache.maxEntries"] == "2000"
