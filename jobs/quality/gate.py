@@ -357,7 +357,7 @@ class QualityGate:
         """The batch definition every validation on `engine` shares: a whole DataFrame,
         given at run time. One per engine, not one per validation: GX saves its
         context's whole configuration again for each asset and batch definition it
-        adds (a second or two of a run's checks)."""
+        adds (2 to 3 s of a run's checks)."""
         if engine not in self._batches:
             asset = self._data_source(engine).add_dataframe_asset("rows")
             self._batches[engine] = asset.add_batch_definition_whole_dataframe("whole")
