@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from include.settings import Settings
-from include.spark import session_conf, submit_conf
+from include.spark import LOCAL_CHECKPOINT_FILES, session_conf, submit_conf
+
+CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 
 
 def test_defaults(monkeypatch, tmp_path):
@@ -130,3 +132,12 @@ def test_only_the_tests_session_evaluates_plans_without_generated_code(tmp_path)
         assert "spark.sql.codegen.factoryMode" not in conf
     assert session_conf(settings, for_tests=True)["spark.sql.codegen.factoryMode"] == "NO_CODEGEN"
     assert session_conf(settings)["spark.sql.codegen.cache.maxEntries"] == "2000"
+
+
+def test_local_checkpoints_are_written_without_starting_a_process_per_rename(tmp_path):
+    """A local data root's checkpoints go through Hadoop's FileSystem (its FileContext
+    starts `readlink` twice per rename); an object store keeps Spark's default."""
+    local = session_conf(Settings.load(data_root=tmp_path))
+    assert local[CHECKPOINT_FILE_MANAGER] == LOCAL_CHECKPOINT_FILES
+    s3 = session_conf(Settings.load(data_root="s3a://bucket/data"))
+    assert CHECKPOINT_FILE_MANAGER not in s3
