@@ -207,12 +207,13 @@ def session_conf(
         conf.update(settings.object_store.spark_conf())
     else:
         # Streaming checkpoints on a local disk are written through Hadoop's FileSystem,
-        # not its FileContext (Spark's default). Without Hadoop's native library, which
-        # pip's pyspark does not ship, FileContext's rename on the local file system
-        # starts two `readlink` processes for each file it renames (about 4 ms each on
-        # two busy cores): a run of 4,000 events wrote some 500 checkpoint files (offsets,
-        # commits, state) and started 1,024 processes for them; a warm run of 400 events
-        # took 7-15% less time without them. A local rename is atomic either way.
+        # not its FileContext (Spark's default). FileContext's rename on the local file
+        # system asks for each path's link status, which Hadoop's local file system
+        # answers by starting a `readlink` process, native library or not: two
+        # processes for each file renamed (about 4 ms each on two busy cores): a run of
+        # 4,000 events wrote some 500 checkpoint files (offsets, commits, state) and
+        # started 1,024 processes for them; a warm run of 400 events took 7-15% less
+        # time without them. A local rename is atomic either way.
         conf["spark.sql.streaming.checkpointFileManagerClass"] = LOCAL_CHECKPOINT_FILES
     if settings.spark_auth_secret:
         # A standalone cluster that requires authentication takes the secret from
