@@ -13,10 +13,12 @@ vacuum of such a table and says which stream is behind).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from include.storage.objects import Root
+from include.storage.objects import Root, S3Path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,6 +51,19 @@ class TableMaintenance:
         )
 
 
+@contextlib.contextmanager
+def vacuum_retention(spark: SparkSession, retain_hours: int) -> Iterator[None]:
+    """VACUUMs of the session may keep fewer than Delta's default hours only on purpose (an
+    explicit --retain-hours): Delta refuses a shorter window unless its check is off."""
+    if retain_hours < 0:
+        raise ValueError(f"retain_hours must not be negative, got {retain_hours}")
+    spark.conf.set(_RETENTION_CHECK, str(retain_hours >= DEFAULT_RETAIN_HOURS).lower())
+    try:
+        yield
+    finally:
+        spark.conf.unset(_RETENTION_CHECK)
+
+
 def compact_and_vacuum(
     spark: SparkSession,
     path: Root,
@@ -56,7 +71,8 @@ def compact_and_vacuum(
     retain_hours: int,
     skip_vacuum: str | None = None,
 ) -> TableMaintenance:
-    """Compact the table's small files, then delete unreferenced files older than `retain_hours`.
+    """Compact the table's small files, then delete unreferenced files older than `retain_hours`
+    (inside `vacuum_retention`).
 
     With `skip_vacuum` (the reason), only compact: a stream that has not read
     every commit of the table still needs the files those commits added, and
@@ -64,25 +80,32 @@ def compact_and_vacuum(
     """
     from delta.tables import DeltaTable
 
-    if retain_hours < 0:
-        raise ValueError(f"retain_hours must not be negative, got {retain_hours}")
     table = DeltaTable.forPath(spark, str(path))
-    before = table.detail().collect()[0]["numFiles"]
-    table.optimize().executeCompaction()
+    # OPTIMIZE's own metrics give the files before and after (no snapshot scan of ours).
+    compacted = table.optimize().executeCompaction().collect()[0]["metrics"]
+    before = compacted["totalConsideredFiles"]
+    after = before - compacted["numFilesRemoved"] + compacted["numFilesAdded"]
     if skip_vacuum:
         version = table.history(1).collect()[0]["version"]
-        files = table.detail().collect()[0]["numFiles"]
-        return TableMaintenance(name, before, files, 0, version, skip_vacuum)
-    # Below Delta's default window only on purpose (an explicit --retain-hours).
-    spark.conf.set(_RETENTION_CHECK, str(retain_hours >= DEFAULT_RETAIN_HOURS).lower())
-    try:
-        location = str(path).replace("`", "``")
-        doomed = spark.sql(
-            f"VACUUM delta.`{location}` RETAIN {int(retain_hours)} HOURS DRY RUN"
-        ).count()
-        table.vacuum(float(retain_hours))
-    finally:
-        spark.conf.unset(_RETENTION_CHECK)
-    detail = table.detail().collect()[0]
+        return TableMaintenance(name, before, after, 0, version, skip_vacuum)
+    # What VACUUM deleted is what is gone from the folder: counted by listing it, as a
+    # second VACUUM in DRY RUN mode would cost as much as the real one.
+    stored = _stored_files(path)
+    table.vacuum(float(retain_hours))
+    vacuumed = stored - _stored_files(path)
     version = table.history(1).collect()[0]["version"]
-    return TableMaintenance(name, before, detail["numFiles"], doomed, version)
+    return TableMaintenance(name, before, after, vacuumed, version)
+
+
+def _stored_files(table: Root) -> int:
+    """Data files in the table's folder outside its Delta log: those of every version still
+    kept, and any a writer left without committing them (hidden files, such as Hadoop's
+    local `.crc` checksums, left out, as Delta leaves them out)."""
+    if isinstance(table, S3Path):
+        keys = [path.relative_to(table) for path, _ in table.objects()]
+    else:
+        keys = [str(path.relative_to(table)) for path in table.rglob("*") if path.is_file()]
+    return sum(
+        not key.startswith("_delta_log/") and not key.rsplit("/", 1)[-1].startswith((".", "_"))
+        for key in keys
+    )

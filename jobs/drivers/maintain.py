@@ -15,11 +15,12 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from include.delta import is_delta_table
-from include.delta.maintenance import TableMaintenance, compact_and_vacuum
+from include.delta.maintenance import TableMaintenance, compact_and_vacuum, vacuum_retention
 from include.settings import Settings
 from include.storage.objects import Root, newest_change, remove_tree
 from jobs.drivers.streaming import unread_inputs
@@ -62,18 +63,32 @@ def streams_behind_on(settings: Settings) -> dict[Root, list[str]]:
     return behind
 
 
+# Tables are independent: two at a time, one table's Spark jobs run while the other's
+# driver plans and commits (a cold `maintain` of a 4,000-event run's 19 tables: 121 s one
+# at a time, 93 s two at a time; three were no faster than two). Results keep table order.
+TABLES_AT_ONCE = 2
+
+
 def maintain_tables(
     spark: SparkSession, settings: Settings, retain_hours: int
 ) -> Iterator[TableMaintenance]:
     behind = streams_behind_on(settings)
-    for name, path in delta_tables(settings):
+
+    def maintain(table: tuple[str, Root]) -> TableMaintenance:
+        name, path = table
         readers = behind.get(path.resolve())
         reason = (
             f"{', '.join(readers)} behind; `lakehouse run`, then maintain again"
             if readers
             else None
         )
-        yield compact_and_vacuum(spark, path, name, retain_hours, reason)
+        return compact_and_vacuum(spark, path, name, retain_hours, reason)
+
+    with (
+        vacuum_retention(spark, retain_hours),
+        ThreadPoolExecutor(TABLES_AT_ONCE, thread_name_prefix="maintain") as pool,
+    ):
+        yield from pool.map(maintain, delta_tables(settings))
 
 
 def _older_than(path: Root, cutoff: float) -> bool:

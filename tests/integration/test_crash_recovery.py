@@ -23,7 +23,8 @@ equal an uninterrupted run's (or backfill's) row for row, bronze and
 quarantine holding every line once; one more run must succeed and change
 nothing, so no orphan file or state breaks later runs; and `lakehouse maintain
 --retain-hours 0` must leave the same rows and no data file that the table's
-Delta log does not reference (what the killed writers left behind).
+Delta log does not reference (what the killed writers left behind), and report
+truly the files it left and removed.
 
 `pytest --kills N --kill-seed S` sets the number of kills (3 per data root,
 default 3) and the seed; each plan and its outcome is printed in the run's
@@ -36,6 +37,7 @@ run's. A smaller crash test on S3 runs in every CI run (test_object_store.py).
 from __future__ import annotations
 
 import random
+import re
 import shutil
 import signal
 import time
@@ -330,16 +332,20 @@ def test_killed_again_and_again_then_rerun_equals_uninterrupted(
     finish_and_compare(root, reference.backfill_args, reference.after_backfill)
     # No orphan file or state trips a later run, and nothing is read twice.
     finish_and_compare(root, ("run",), reference.after_backfill)
-    # Vacuum removes what the killed writers left; the rows stay.
-    finish_and_compare(root, ("maintain", "--retain-hours", "0"), reference.after_backfill)
+    # Vacuum removes what the killed writers left; the rows stay; its figures are true.
+    stored = data_files(root)
+    maintained = finish_and_compare(
+        root, ("maintain", "--retain-hours", "0"), reference.after_backfill
+    )
     assert unreferenced_data_files(root) == []
+    figures_agree_with_tables(root, maintained, vacuumed=len(stored - data_files(root)))
     kills = sum(o.endswith(KILLED) for o in outcomes)
     figures.append(f"crash suite {storage} root {sequence} (seed {seed}): {kills} kills survived")
     figures.extend(f"  {o}" for o in outcomes)
 
 
-def finish_and_compare(root: Root, args: tuple[str, ...], expected: dict[str, Counter]) -> None:
-    """`args` uninterrupted, then every table equals `expected`.
+def finish_and_compare(root: Root, args: tuple[str, ...], expected: dict[str, Counter]) -> str:
+    """`args` uninterrupted, then every table equals `expected`; the command's output.
 
     On a local root the command runs in this process, on the tests' warm Spark
     session (it reads what the killed processes left on disk, as a new process
@@ -351,27 +357,57 @@ def finish_and_compare(root: Root, args: tuple[str, ...], expected: dict[str, Co
         done = run_in_process(*args, "--data-root", str(root), env=SMALL_BATCHES)
     assert done.returncode == 0, done.stderr[-4000:]
     assert tables(root) == expected, f"after {' '.join(args)}"
+    return done.stdout
+
+
+def data_files(root: Root) -> set[str]:
+    """Every Parquet data file under the root's tables, referenced or not (their logs'
+    checkpoints left out)."""
+    if isinstance(root, S3Path):
+        paths = [str(p) for p, _ in (root / "lakehouse").objects() if p.name.endswith(".parquet")]
+    else:
+        paths = [str(p) for p in (root / "lakehouse").rglob("*.parquet")]
+    return {path for path in paths if "/_delta_log/" not in path}
+
+
+def live_files(root: Root) -> dict[str, set[str]]:
+    """Per table folder, the data files its Delta log references (read by delta-rs)."""
+    if isinstance(root, S3Path):
+        tables = {p.rsplit("/_delta_log/", 1)[0] for p, _ in _logs(root)}
+    else:
+        tables = {str(log.parent) for log in (root / "lakehouse").rglob("_delta_log")}
+    return {
+        table: {
+            unquote(uri.removeprefix("file://").replace("s3://", "s3a://", 1))
+            for uri in open_table(location(table, root)).file_uris()
+        }
+        for table in tables
+    }
 
 
 def unreferenced_data_files(root: Root) -> list[str]:
-    """Parquet files under a table that its Delta log does not reference (read by delta-rs)."""
-    if isinstance(root, S3Path):
-        parquet = [str(p) for p, _ in (root / "lakehouse").objects() if p.name.endswith(".parquet")]
-        tables = {p.rsplit("/_delta_log/", 1)[0] for p, _ in _logs(root)}
-    else:
-        parquet = [str(p) for p in (root / "lakehouse").rglob("*.parquet")]
-        tables = {str(log.parent) for log in (root / "lakehouse").rglob("_delta_log")}
-    live = set()
-    for table in tables:
-        uris = open_table(location(table, root)).file_uris()
-        live |= {unquote(uri.removeprefix("file://").replace("s3://", "s3a://", 1)) for uri in uris}
+    """Parquet files under a table that its Delta log does not reference."""
+    live = live_files(root)
     return sorted(
         path
-        for path in parquet
-        if "/_delta_log/" not in path
-        and path not in live
-        and any(path.startswith(table + "/") for table in tables)
+        for path in data_files(root)
+        if not any(path in files for files in live.values())
+        and any(path.startswith(table + "/") for table in live)
     )
+
+
+MAINTAINED = re.compile(r"^(\S+)\s+files\s+(\d+) -> (\d+)\s+vacuumed\s+(\d+)", re.M)
+
+
+def figures_agree_with_tables(root: Root, output: str, vacuumed: int) -> None:
+    """`lakehouse maintain`'s line per table: its files after compaction are those its log
+    references now, and the files it says it vacuumed are those gone from the folders."""
+    lines = {m[1]: (int(m[3]), int(m[4])) for m in MAINTAINED.finditer(output)}
+    live = {location(table, root): files for table, files in live_files(root).items()}
+    assert len(lines) == len(live), output
+    for name, (files_after, _) in lines.items():
+        assert files_after == len(live[root / "lakehouse" / name]), (name, output)
+    assert sum(gone for _, gone in lines.values()) == vacuumed, output
 
 
 def _logs(root: S3Path) -> list[tuple[str, object]]:
