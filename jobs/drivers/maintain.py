@@ -65,7 +65,8 @@ def streams_behind_on(settings: Settings) -> dict[Root, list[str]]:
 
 # Tables are independent: two at a time, one table's Spark jobs run while the other's
 # driver plans and commits (a cold `maintain` of a 4,000-event run's 19 tables: 121 s one
-# at a time, 93 s two at a time; three were no faster than two). Results keep table order.
+# at a time, 93 s two at a time; in the tests' session three were no faster than two).
+# Results keep the tables' order.
 TABLES_AT_ONCE = 2
 
 
