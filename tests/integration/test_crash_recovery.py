@@ -388,11 +388,11 @@ def live_files(root: Root) -> dict[str, set[str]]:
 def unreferenced_data_files(root: Root) -> list[str]:
     """Parquet files under a table that its Delta log does not reference."""
     live = live_files(root)
+    referenced = set().union(*live.values())
     return sorted(
         path
-        for path in data_files(root)
-        if not any(path in files for files in live.values())
-        and any(path.startswith(table + "/") for table in live)
+        for path in data_files(root) - referenced
+        if any(path.startswith(table + "/") for table in live)
     )
 
 
