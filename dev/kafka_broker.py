@@ -6,8 +6,12 @@ version), in KRaft mode: one process is both broker and controller, no
 ZooKeeper. It listens on 127.0.0.1 only (clients on `port`, the controller on
 `port + 1`) and keeps its data in `<state>/data` (`.kafka/` in the checkout,
 git-ignored). Starting it creates one topic per source (`<prefix><source>`,
-`partitions` partitions each) with Kafka's own topic command, which is also
-how it knows the broker is ready.
+`partitions` partitions each) and waits until each partition has a leader.
+
+Topics and offsets go through Kafka's admin API from this process
+(kafka-python's `KafkaAdminClient`, a development dependency), not through
+Kafka's command-line tools, each of which is a JVM of its own; only
+formatting the storage before the first start runs one.
 
 Tests start their own broker on free ports (`KafkaBroker(...).start()`) and
 stop it; `delete_records` is what Kafka's retention does to old messages, on
@@ -18,17 +22,19 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
 import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from kafka import TopicPartition
+from kafka.admin import KafkaAdminClient, OffsetSpec
 
 from dev import processes
 from include.orchestration import REPO
@@ -37,6 +43,7 @@ from jobs.catalog import SOURCES
 
 BROKER_JARS = REPO / "jars" / "kafka-broker"
 JAVA = os.environ.get("JAVA", "java")
+ADMIN_TIMEOUT_MS = 30_000
 
 LOG4J = """\
 rootLogger.level = WARN
@@ -139,7 +146,7 @@ class KafkaBroker:
         ]
 
     def _tool(self, main: str, *args: str) -> str:
-        """Run one of Kafka's command-line tools; its output, or an error with it."""
+        """Run one of Kafka's command-line tools (a JVM); its output, or an error with it."""
         done = subprocess.run(
             self._java(main, *args), capture_output=True, text=True, timeout=120, check=False
         )
@@ -167,83 +174,62 @@ class KafkaBroker:
     def listening(self) -> bool:
         return processes.listening(self.port)
 
+    @contextmanager
+    def admin(self) -> Iterator[KafkaAdminClient]:
+        """Kafka's admin API from this process (kafka-python): each call a request to the
+        broker, where each of Kafka's own command-line tools is a JVM of its own (1.7 s)."""
+        client = KafkaAdminClient(
+            bootstrap_servers=self.bootstrap_servers,
+            client_id="lakehouse-dev-broker",
+            request_timeout_ms=ADMIN_TIMEOUT_MS,
+        )
+        try:
+            yield client
+        finally:
+            client.close()
+
     def create_topics(self, topics: Iterable[str]) -> None:
-        for topic in topics:
-            self._tool(
-                "org.apache.kafka.tools.TopicCommand",
-                "--bootstrap-server",
-                self.bootstrap_servers,
-                "--create",
-                "--if-not-exists",
-                "--topic",
-                topic,
-                "--partitions",
-                str(self.partitions),
-                "--replication-factor",
-                "1",
-            )
+        """Create the topics that do not exist yet; return once every partition has a leader."""
+        wanted = list(topics)
+        if not wanted:
+            return
+        with self.admin() as admin:
+            missing = [topic for topic in wanted if topic not in admin.list_topics()]
+            if missing:
+                spec = {"num_partitions": self.partitions, "replication_factor": 1}
+                admin.create_topics({topic: spec for topic in missing})
+            admin.wait_for_topics(wanted, timeout_ms=ADMIN_TIMEOUT_MS)
 
     def recreate_topic(self, topic: str, timeout: float = 60) -> None:
         """Delete the topic and create it again under the same name (a new id, offsets
         from 0), as an operator fixing its settings might."""
-        self._tool(
-            "org.apache.kafka.tools.TopicCommand",
-            "--bootstrap-server",
-            self.bootstrap_servers,
-            "--delete",
-            "--topic",
-            topic,
-        )
-
-        def gone() -> bool:
-            listed = self._tool(
-                "org.apache.kafka.tools.TopicCommand",
-                "--bootstrap-server",
-                self.bootstrap_servers,
-                "--list",
+        with self.admin() as admin:
+            admin.delete_topics([topic], timeout_ms=int(timeout * 1000))
+            processes.wait_until(
+                lambda: topic not in admin.list_topics(), timeout, f"topic {topic} to go", []
             )
-            return topic not in listed.split()
-
-        processes.wait_until(gone, timeout, f"topic {topic} to be deleted", [])
         self.create_topics([topic])
 
+    def _partitions(self, admin: KafkaAdminClient, topic: str) -> list[TopicPartition]:
+        (described,) = admin.describe_topics([topic])
+        if described["error_code"]:
+            raise RuntimeError(f"Kafka cannot describe topic {topic}: {described}")
+        return [TopicPartition(topic, p["partition_index"]) for p in described["partitions"]]
+
     def end_offsets(self, topic: str, earliest: bool = False) -> dict[int, int]:
-        """Per partition, the offset the next message will get (Kafka's GetOffsetShell);
-        with `earliest`, the offset of the oldest message Kafka still has."""
-        out = self._tool(
-            "org.apache.kafka.tools.GetOffsetShell",
-            "--bootstrap-server",
-            self.bootstrap_servers,
-            "--topic",
-            topic,
-            "--time",
-            "-2" if earliest else "-1",
-        )
-        offsets = {}
-        for line in out.split():
-            _, partition, offset = line.rsplit(":", 2)
-            offsets[int(partition)] = int(offset)
-        return offsets
+        """Per partition, the offset the next message will get; with `earliest`, the
+        offset of the oldest message Kafka still has."""
+        spec = OffsetSpec.EARLIEST if earliest else OffsetSpec.LATEST
+        with self.admin() as admin:
+            partitions = self._partitions(admin, topic)
+            found = admin.list_partition_offsets(dict.fromkeys(partitions, spec))
+        return {tp.partition: answer.offset for tp, answer in sorted(found.items())}
 
     def delete_records(self, topic: str) -> dict[int, int]:
         """Delete every message of `topic` now, as retention would: the offsets it deleted up to."""
         ends = self.end_offsets(topic)
-        request = {
-            "version": 1,
-            "partitions": [
-                {"topic": topic, "partition": p, "offset": offset} for p, offset in ends.items()
-            ],
-        }
-        with tempfile.NamedTemporaryFile("w", suffix=".json", dir=self.state) as file:
-            json.dump(request, file)
-            file.flush()
-            self._tool(
-                "org.apache.kafka.tools.DeleteRecordsCommand",
-                "--bootstrap-server",
-                self.bootstrap_servers,
-                "--offset-json-file",
-                file.name,
-            )
+        with self.admin() as admin:
+            admin.delete_records({TopicPartition(topic, p): end for p, end in ends.items()})
         return ends
 
     def stop(self) -> list[str]:
