@@ -106,7 +106,7 @@ class Reference:
 
     after_run: dict[str, Counter]
     after_backfill: dict[str, Counter]
-    run_seconds: float  # what the command takes in a process of its own, about
+    run_seconds: float  # about what it takes in a process of its own (COLD_PROCESS_FACTOR)
     backfill_seconds: float
     commits: int  # Delta writes of one run (each passes the crash points once)
     backfill_args: tuple[str, ...]
