@@ -210,25 +210,26 @@ class KafkaBroker:
             )
         self.create_topics([topic])
 
-    def _partitions(self, admin: KafkaAdminClient, topic: str) -> list[TopicPartition]:
+    @staticmethod
+    def _offsets(admin: KafkaAdminClient, topic: str, earliest: bool) -> dict[int, int]:
         (described,) = admin.describe_topics([topic])
         if described["error_code"]:
             raise RuntimeError(f"Kafka cannot describe topic {topic}: {described}")
-        return [TopicPartition(topic, p["partition_index"]) for p in described["partitions"]]
+        partitions = [TopicPartition(topic, p["partition_index"]) for p in described["partitions"]]
+        spec = OffsetSpec.EARLIEST if earliest else OffsetSpec.LATEST
+        found = admin.list_partition_offsets(dict.fromkeys(partitions, spec))
+        return {tp.partition: answer.offset for tp, answer in sorted(found.items())}
 
     def end_offsets(self, topic: str, earliest: bool = False) -> dict[int, int]:
         """Per partition, the offset the next message will get; with `earliest`, the
         offset of the oldest message Kafka still has."""
-        spec = OffsetSpec.EARLIEST if earliest else OffsetSpec.LATEST
         with self.admin() as admin:
-            partitions = self._partitions(admin, topic)
-            found = admin.list_partition_offsets(dict.fromkeys(partitions, spec))
-        return {tp.partition: answer.offset for tp, answer in sorted(found.items())}
+            return self._offsets(admin, topic, earliest)
 
     def delete_records(self, topic: str) -> dict[int, int]:
         """Delete every message of `topic` now, as retention would: the offsets it deleted up to."""
-        ends = self.end_offsets(topic)
         with self.admin() as admin:
+            ends = self._offsets(admin, topic, earliest=False)
             admin.delete_records({TopicPartition(topic, p): end for p, end in ends.items()})
         return ends
 
