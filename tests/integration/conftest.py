@@ -6,23 +6,26 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_cli
+from tests.helpers import run_in_process
 
 
 @pytest.fixture(scope="session")
-def streamed_root(tmp_path_factory) -> Path:
-    """Generated events (3,000, one day, no late ones) after one `lakehouse run`.
+def streamed_root(spark, tmp_path_factory) -> Path:
+    """Generated events (3,000, one day, no late ones) after one `lakehouse run`, in this
+    process on the tests' Spark session (`run_in_process`: a cold process would take
+    twice as long; `lakehouse run` as a process of its own runs to its end on an S3 root
+    in test_object_store.py and as Airflow's tasks in test_airflow_ui.py).
 
     Read only: a test that writes to it copies it first (a backfill may), or
     copies its landing folder to a root of its own (a run must: the file
     streams' checkpoints hold the landing files' absolute paths).
     """
     root = tmp_path_factory.mktemp("streamed")
-    generated = run_cli(
+    generated = run_in_process(
         "generate", "--events", "3000", "--seed", "9", "--late-rate", "0", "--data-root", str(root)
     )
     assert generated.returncode == 0, generated.stderr
-    done = run_cli("run", "--data-root", str(root))
+    done = run_in_process("run", "--data-root", str(root))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     root.joinpath("run.out").write_text(done.stdout)
     return root

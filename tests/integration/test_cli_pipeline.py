@@ -1,4 +1,5 @@
-"""The whole pipeline through the `lakehouse` command, each step in a fresh process."""
+"""The whole pipeline through the `lakehouse` command: the session's streamed root (one
+`lakehouse run`, `streamed_root`), then the other commands, each in a fresh process."""
 
 from __future__ import annotations
 

@@ -83,7 +83,7 @@ def roots(spark, streamed_root, tmp_path_factory):
     """(the clean root, run once; the hostile root; its two runs).
 
     The two runs are `lakehouse run` in this process, on the tests' Spark session
-    (`run_in_process`): the clean root's run went through the command line.
+    (`run_in_process`), as the clean root's was.
     """
     hostile = tmp_path_factory.mktemp("hostile")
     held_back = hostile / "held-back"
