@@ -156,10 +156,10 @@ def range_backfill(request, live, incremental) -> dict:
 
     Waited for only with --full (test_the_range_backfill_updates_the_assets_of_what_it_
     rewrote); otherwise stopped once triggered, as a user marks a run failed in the UI,
-    so that its Spark tasks do not run beside the tests that follow (in CI's run they
-    took the screenshot test from about 16 s to 57-70 s, and never finished). Its tasks'
-    reports are the CLI's (test_late_data, test_parity); test_airflow_dags.py runs the
-    DAG to its end with --full.
+    so that its Spark tasks do not share the machine with the tests that follow (they
+    never finished before Airflow stopped). Its tasks' reports are the CLI's
+    (test_late_data, test_parity); test_airflow_dags.py runs the DAG to its end with
+    --full.
     """
     response = live.trigger("lakehouse_backfill_range", RANGE)
     assert response.status == 200, response.body
