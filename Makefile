@@ -75,7 +75,10 @@ jars/s3proxy/.fetched: jars/s3proxy/pom.xml
 	@touch $@
 
 # uv, pinned with its hashes in the dev lock, installs the locks: about 40 s on an
-# empty cache, where pip took 3.5 minutes.
+# empty cache, where pip took 3.5 minutes. It compiles every module to bytecode as it
+# installs (pip's default, not uv's): where Python may not write .pyc files itself
+# (PYTHONDONTWRITEBYTECODE, as on these machines), every process would otherwise compile
+# what it imports, Great Expectations, pandas and Airflow among it (docs/benchmarks.md).
 UV_INSTALL := $(BIN)/uv pip install --quiet --python $(BIN)/python
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
@@ -84,7 +87,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
 		-r <(awk '/^uv==/ {p = 1; print; next} p && /^ / {print; next} {p = 0}' requirements-dev.txt)
-	$(UV_INSTALL) --require-hashes -r requirements-dev.txt
+	$(UV_INSTALL) --require-hashes --compile-bytecode -r requirements-dev.txt
 	$(UV_INSTALL) --no-deps -e .
 	@touch $@
 
