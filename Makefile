@@ -147,7 +147,7 @@ spark-cluster-up: setup
 spark-cluster-down: setup
 	$(BIN)/python -m dev.local_spark_cluster stop
 
-# CI runs `make test` (about 47 minutes on 2 cores, set-up included); `make test-full`
+# CI runs `make test` (28 to 40 minutes on 2 cores, set-up included); `make test-full`
 # adds the long variants marked `full` (crash storms, damaged checkpoints, concurrent
 # writers, live Airflow on a Spark cluster, thousands of files): about 75 minutes.
 test: setup browser lint typecheck
