@@ -85,8 +85,13 @@ class LiveAirflow:
             "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}}
         )
 
+    @staticmethod
+    def run_path(dag_id: str, run_id: str) -> str:
+        """The REST API's path of one DAG run."""
+        return f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}"
+
     def wait_for(self, dag_id: str, run_id: str) -> dict:
-        path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}"
+        path = self.run_path(dag_id, run_id)
         wait_until(
             lambda: self.request("GET", path).json()["state"] in ("success", "failed"),
             900,
@@ -95,8 +100,7 @@ class LiveAirflow:
         return self.request("GET", path).json()
 
     def links(self, dag_id: str, run_id: str, task_id: str) -> dict[str, str]:
-        run = urllib.parse.quote(run_id)
-        path = f"/api/v2/dags/{dag_id}/dagRuns/{run}/taskInstances/{task_id}/links"
+        path = f"{self.run_path(dag_id, run_id)}/taskInstances/{task_id}/links"
         return self.request("GET", path).json()["extra_links"]
 
 
@@ -165,9 +169,7 @@ def range_backfill(request, live, incremental) -> dict:
     assert response.status == 200, response.body
     run = response.json()
     if not request.config.getoption("--full"):
-        path = (
-            f"/api/v2/dags/lakehouse_backfill_range/dagRuns/{urllib.parse.quote(run['dag_run_id'])}"
-        )
+        path = live.run_path("lakehouse_backfill_range", run["dag_run_id"])
         stopped = live.request("PATCH", path, {"state": "failed"})
         assert stopped.status == 200, stopped.body
     return run
@@ -332,9 +334,8 @@ def test_the_range_backfill_updates_the_assets_of_what_it_rewrote(live, range_ba
     Assets; the silver ones, not recomputed, get no event."""
     run_id = range_backfill["dag_run_id"]
     done = live.wait_for("lakehouse_backfill_range", run_id)
-    tasks = live.request(
-        "GET", f"/api/v2/dags/lakehouse_backfill_range/dagRuns/{run_id}/taskInstances"
-    ).json()["task_instances"]
+    path = f"{live.run_path('lakehouse_backfill_range', run_id)}/taskInstances"
+    tasks = live.request("GET", path).json()["task_instances"]
     assert {t["task_id"]: t["state"] for t in tasks}["validate"] == "success", (done, tasks)
     changed = reported_changes(live, "lakehouse_backfill_range", run_id, "validate")
     events = asset_events(live, "lakehouse_backfill_range", run_id)
