@@ -15,11 +15,19 @@ SPARK_MASTER ?= local[*]
 	airflow-up airflow-down airflow-status spark-cluster-up spark-cluster-down \
 	kafka-up kafka-down kafka-status s3-up s3-down s3-status
 
+# `make run` and `make test` set up two targets at a time: Maven fetches while uv
+# installs, and mypy (about 50 s on one core) runs while the class archive records
+# (a fresh set-up with the checks 225 → 194 s).
+TWO_AT_A_TIME := $(MAKE) --no-print-directory --jobs=2 --output-sync=target
+
 setup: $(VENV)/.installed jars/.fetched jars/kafka-broker/.fetched jars/s3/.fetched \
 	jars/s3/lakehouse-log-store.jar jars/s3proxy/.fetched $(VENV)/lakehouse-classes.jsa
+	@: # (a recipe, so that a set-up with nothing to do says nothing)
 
 # Copies a pom's dependencies next to it with the plugin version the pom pins; a jar
 # whose checksum does not match Maven Central's fails the fetch (--strict-checksums).
+# The fetches run one after another (each waits for the one before: `| ...`): Maven's
+# local repository is shared.
 FETCH_JARS := mvn --batch-mode --quiet --strict-checksums -Dstyle.color=never \
 	dependency:copy-dependencies -DoutputDirectory=.
 
@@ -38,7 +46,7 @@ jars/.fetched: jars/pom.xml
 
 # Apache Kafka's own jars, for the local broker (make kafka-up) and the tests: never
 # on Spark's classpath.
-jars/kafka-broker/.fetched: jars/kafka-broker/pom.xml
+jars/kafka-broker/.fetched: jars/kafka-broker/pom.xml | jars/.fetched
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Apache Kafka's jars"; exit 1; }
 	rm -f jars/kafka-broker/*.jar
 	$(FETCH_JARS) -f jars/kafka-broker/pom.xml
@@ -46,7 +54,7 @@ jars/kafka-broker/.fetched: jars/kafka-broker/pom.xml
 
 # Spark's S3 connector (hadoop-aws and the AWS SDK bundle), on Spark's classpath only
 # for an object-store data root; and S3Proxy, the local S3 server (make s3-up), never.
-jars/s3/.fetched: jars/s3/pom.xml
+jars/s3/.fetched: jars/s3/pom.xml | jars/kafka-broker/.fetched
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Spark's S3 connector"; exit 1; }
 	rm -f jars/s3/*.jar
 	$(FETCH_JARS) -f jars/s3/pom.xml
@@ -62,13 +70,13 @@ jars/s3/lakehouse-log-store.jar: jars/log-store/FencedS3LogStore.java jars/log-s
 	javac --release 17 -d build/log-store -cp "jars/log-store/*:jars/*" $<
 	jar --create --file $@ -C build/log-store .
 
-jars/log-store/.fetched: jars/log-store/pom.xml
+jars/log-store/.fetched: jars/log-store/pom.xml | jars/s3/.fetched
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Hadoop's client API"; exit 1; }
 	rm -f jars/log-store/*.jar
 	$(FETCH_JARS) -f jars/log-store/pom.xml
 	@touch $@
 
-jars/s3proxy/.fetched: jars/s3proxy/pom.xml
+jars/s3proxy/.fetched: jars/s3proxy/pom.xml | jars/log-store/.fetched
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch S3Proxy"; exit 1; }
 	rm -f jars/s3proxy/*.jar
 	$(FETCH_JARS) -f jars/s3proxy/pom.xml
@@ -91,7 +99,8 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(UV_INSTALL) --no-deps -e .
 	@touch $@
 
-run: setup
+run:
+	$(TWO_AT_A_TIME) setup
 	$(BIN)/lakehouse generate --if-empty --events $(SAMPLE_EVENTS) --seed 7 --days 2
 	$(BIN)/lakehouse run
 
@@ -150,10 +159,12 @@ spark-cluster-down: setup
 # CI runs `make test` (28 to 40 minutes on 2 cores, set-up included); `make test-full`
 # adds the long variants marked `full` (crash storms, damaged checkpoints, concurrent
 # writers, live Airflow on a Spark cluster, thousands of files): about 75 minutes.
-test: setup browser lint typecheck
+test:
+	$(TWO_AT_A_TIME) setup browser lint typecheck
 	$(BIN)/pytest
 
-test-full: setup browser lint typecheck
+test-full:
+	$(TWO_AT_A_TIME) setup browser lint typecheck
 	$(BIN)/pytest --full
 
 # Dependency vulnerability scan of requirements.txt, pip-audit in its own venv.
@@ -178,14 +189,14 @@ browser:
 	      >/dev/null 2>&1 || { echo "could not install chromium with apt-get"; exit 1; }; \
 	  else echo "chromium or chromedriver not found and not root: the browser tests will skip"; fi; }
 
-lint: setup
+lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: setup
+typecheck: $(VENV)/.installed
 	$(BIN)/mypy
 
-format: setup
+format: $(VENV)/.installed
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
