@@ -155,9 +155,9 @@ class Settings:
     # its watermark gets a warning (the late_drops checks): recover the rows with
     # `lakehouse backfill --pending`.
     late_share_warning: float = 0.05
-    # Queries of one wave (queries that read nothing of each other) run at the same
-    # time on up to this many threads: LAKEHOUSE_QUERY_THREADS (the widest wave has
-    # three). 1: one after the other.
+    # A layer's queries run at the same time on up to this many threads, each once
+    # the tables of its layer it reads have been checked: LAKEHOUSE_QUERY_THREADS
+    # (bronze has three sources). 1: one after the other.
     query_threads: int = 3
     # A check's rows (a table's new rows, the partitions they went to, a whole
     # table) up to this many are read into an Arrow copy: GX's pandas engine checks

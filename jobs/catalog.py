@@ -374,17 +374,6 @@ def tables_in(*layers: str) -> tuple[Table, ...]:
     return tuple(t for t in TABLES if t.layer in layers)
 
 
-def waves_of(layer: str) -> tuple[tuple[Table, ...], ...]:
-    """The layer's tables in waves: no table of a wave reads another of its wave, and
-    each reads only tables of earlier waves (or layers). A wave's queries can run at
-    the same time; the next wave starts when they have ended and been checked."""
-    wave: dict[str, int] = {}
-    for entry in tables_in(layer):  # catalog order: inputs come first
-        wave[entry.id] = 1 + max((wave[i] for i in entry.inputs if i in wave), default=-1)
-    count = max(wave.values(), default=-1) + 1
-    return tuple(tuple(t for t in tables_in(layer) if wave[t.id] == k) for k in range(count))
-
-
 def bronze_tables() -> tuple[str, ...]:
     """The bronze and quarantine tables, one pair per source."""
     return (

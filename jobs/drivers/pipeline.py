@@ -2,12 +2,13 @@
 
 bronze/<source> -> check bronze/<source> and quarantine/<source> -> ... ->
 check bronze/reconciliation -> silver/impressions -> check it -> ... -> gold.
-A table is checked before the next query reads it. A blocking failure stops
-the run there: the remaining queries of its layer and every later layer do
-not run (their streams keep their checkpoints, so a later run picks up
-exactly where this one stopped). Warnings are reported and the run goes on.
-Whatever happens, the run summary page is written to
-`reports/runs/<run_id>.html`.
+A layer's queries run side by side, each once the tables of its layer it
+reads have been written and checked (`run_queries`). A blocking failure
+blocks the run: no query that reads the failed table, directly or not, runs,
+nor any later layer (their streams keep their checkpoints, so a later run
+picks up exactly where this one stopped); the layer's other queries run.
+Warnings are reported and the run goes on. Whatever happens, the run summary
+page is written to `reports/runs/<run_id>.html`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import datetime as dt
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -35,7 +37,7 @@ from include.runs import new_run_id
 from include.settings import Settings
 from include.spark import label_jobs
 from include.storage.objects import Root
-from jobs.catalog import LAYERS, SOURCES, tables_in, waves_of
+from jobs.catalog import LAYERS, SOURCES, tables_in
 from jobs.drivers.bronze import bronze_queries
 from jobs.drivers.late import ensure_late_dates
 from jobs.drivers.tables import refuse_changed_rules, run_table
@@ -63,49 +65,81 @@ if TYPE_CHECKING:
 Query = Callable[[], list[StageResult]]
 
 
-def layer_waves(spark: SparkSession, settings: Settings, layer: str) -> list[list[Query]]:
-    """The layer's queries in waves (`jobs.catalog.waves_of`): bronze's sources in one,
-    then each wave of tables. A wave's queries read nothing another of them writes."""
+@dataclass(frozen=True)
+class LayerQuery:
+    """A unit of a layer's work, named by the table it writes, and the tables of its
+    own layer it reads (its inputs of earlier layers were written and checked before)."""
+
+    name: str
+    run: Query
+    reads: frozenset[str] = frozenset()
+
+
+def layer_queries(spark: SparkSession, settings: Settings, layer: str) -> list[LayerQuery]:
+    """The layer's queries in catalog order: bronze's sources (which read nothing of
+    each other), or its tables, each with the tables of the layer it reads."""
     if layer == "bronze":
-        return [bronze_queries(spark, settings)]
-    ensure_late_dates(spark, settings)  # any stateful query of a wave may append to it
-    return [[partial(run_table, spark, settings, t) for t in wave] for wave in waves_of(layer)]
+        queries = bronze_queries(spark, settings)
+        return [LayerQuery(f"bronze/{s}", q) for s, q in zip(SOURCES, queries, strict=True)]
+    ensure_late_dates(spark, settings)  # any stateful query of the layer may append to it
+    tables = tables_in(layer)
+    ids = {t.id for t in tables}
+    return [
+        LayerQuery(t.id, partial(run_table, spark, settings, t), frozenset(ids & set(t.inputs)))
+        for t in tables
+    ]
 
 
-def run_wave(
-    queries: Sequence[Query], threads: int = 1
+def run_queries(
+    queries: Sequence[LayerQuery],
+    threads: int = 1,
+    ended: Callable[[list[StageResult]], bool] = lambda results: True,
 ) -> tuple[list[StageResult], BaseException | None]:
-    """Run the queries, at the same time on up to `threads` threads, until all have ended.
+    """Run each query once the queries whose tables it reads have ended and passed, on
+    up to `threads` threads at a time: never a query at the same time as one it reads.
 
     Spark runs the jobs of several queries side by side: while one query plans,
     commits or waits for Python, another's tasks can use the cores. Each
     streaming query runs on its own clone of the session (Spark's), so settings
     a foreachBatch function sets (a MERGE's app transaction) stay its own.
-    Returns the results of the queries that ended, in order, and the first
-    error; with one thread, the queries after a failed one do not start.
+    `ended` runs on this thread as each query ends, with its results (a run
+    checks the query's tables there, before anything reads them); False: they
+    failed a blocking check, and no query that reads them, directly or not,
+    runs. After an error no query starts; those running end. Returns the
+    results of the queries that ended, in the queries' order, and the first error.
     """
-    if threads == 1 or len(queries) == 1:
-        results: list[StageResult] = []
-        for query in queries:
-            try:
-                results += query()
-            except Exception as error:
-                return results, error
-        return results, None
-    with ThreadPoolExecutor(min(threads, len(queries)), thread_name_prefix="query") as pool:
-        futures = [pool.submit(query) for query in queries]
-    results = [r for f in futures if f.exception() is None for r in f.result()]
-    errors = [f.exception() for f in futures if f.exception() is not None]
-    return results, errors[0] if errors else None
+    waiting = list(queries)
+    passed: set[str] = set()
+    results: dict[str, list[StageResult]] = {}
+    error: BaseException | None = None
+    with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="query") as pool:
+        running: dict[Future[list[StageResult]], LayerQuery] = {}
+        while True:
+            ready = [q for q in waiting if q.reads <= passed] if error is None else []
+            for query in ready[: max(threads, 1) - len(running)]:
+                waiting.remove(query)
+                running[pool.submit(query.run)] = query
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=lambda f: queries.index(running[f])):
+                query = running.pop(future)
+                failure = future.exception()
+                if failure is not None:
+                    error = error or failure
+                    continue
+                results[query.name] = future.result()
+                if ended(results[query.name]):
+                    passed.add(query.name)
+    return [r for q in queries for r in results.get(q.name, [])], error
 
 
 def run_layer(spark: SparkSession, settings: Settings, layer: str) -> Iterator[StageResult]:
-    """The queries of one layer, wave after wave, without checks."""
-    for wave in layer_waves(spark, settings, layer):
-        results, error = run_wave(wave, settings.query_threads)
-        yield from results
-        if error is not None:
-            raise error
+    """The queries of one layer, without checks."""
+    results, error = run_queries(layer_queries(spark, settings, layer), settings.query_threads)
+    yield from results
+    if error is not None:
+        raise error
 
 
 def _version(path: Root) -> int | None:
@@ -194,6 +228,29 @@ def reported(
             outcome.report = write_run_report(settings, outcome)
 
 
+def _record_and_check(
+    spark: SparkSession,
+    outcome: RunOutcome,
+    validation: LayerValidation,
+    echo: Callable[[str], None],
+) -> Callable[[list[StageResult]], bool]:
+    """What a run does as each query of a layer ends: record and print its results,
+    then check the tables it wrote. False if they failed a blocking check."""
+
+    def ended(results: list[StageResult]) -> bool:
+        for result in results:
+            outcome.stages.append(result)
+            echo(result.summary())
+            for notice in result.notices:
+                echo(f"  {notice}")
+        label_jobs(spark, f"checks {validation.result.layer}")
+        written = dict.fromkeys(t for r in results for t in tables_written_by(r.stage))
+        check = validation.check(written)
+        return not any(failure.table in written for failure in check.failures)
+
+    return ended
+
+
 def run_pipeline(
     spark: SparkSession,
     settings: Settings,
@@ -221,20 +278,14 @@ def run_pipeline(
                     spark, settings, gate, layer, run_id, baselines, stages=outcome.stages
                 )
                 outcome.checks.append(validation.result)
-                for wave in layer_waves(spark, settings, layer):
-                    results, error = run_wave(wave, settings.query_threads)
-                    for result in results:
-                        outcome.stages.append(result)
-                        echo(result.summary())
-                        for notice in result.notices:
-                            echo(f"  {notice}")
-                    if error is not None:
-                        raise error
-                    label_jobs(spark, f"checks {layer}")
-                    written = (table for r in results for table in tables_written_by(r.stage))
-                    if validation.check(dict.fromkeys(written)).failures:
-                        break  # the later waves do not run
-                else:
+                first = len(outcome.stages)
+                queries = layer_queries(spark, settings, layer)
+                ended = _record_and_check(spark, outcome, validation, echo)
+                results, error = run_queries(queries, settings.query_threads, ended)
+                outcome.stages[first:] = results  # in catalog order, not the order they ended
+                if error is not None:
+                    raise error
+                if not validation.result.failures:
                     validation.check(validation.unchecked)  # checks of the whole layer
                 if layer == "bronze":
                     outcome.quarantine = quarantine_by_reason(spark, settings, quarantine_before)

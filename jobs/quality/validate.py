@@ -607,6 +607,8 @@ class LayerValidation:
         """Record every outcome of the layer; render Data Docs unless the caller does
         it once for several layers (`QualityGate.build_docs`)."""
         started = time.perf_counter()
+        order = LAYER_CHECKS[self.result.layer]
+        self.result.tables.sort(key=lambda t: order.index(t.table))  # whatever order they ran
         if build_docs:
             self.gate.build_docs()
         record_results(self.spark, self.settings, self.run_id, self.result)

@@ -79,26 +79,6 @@ def test_downstream_follows_the_inputs():
     ]
 
 
-def test_a_wave_holds_tables_that_read_none_of_its_own_and_follows_their_inputs():
-    waves = {layer: [[t.id for t in wave] for wave in catalog.waves_of(layer)] for layer in LAYERS}
-    assert waves["silver"] == [
-        ["silver/impressions", "silver/clicks", "silver/user_actions"],
-        ["silver/ad_attribution", "silver/user_sessions"],
-    ]
-    assert waves["gold"] == [
-        ["gold/ad_performance_hourly", "gold/actions_10min", "gold/user_status"],
-        ["gold/campaign_daily"],
-    ]
-    for layer in ("silver", "gold"):
-        seen: set[str] = set()
-        for wave in catalog.waves_of(layer):
-            for table in wave:
-                assert not set(table.inputs) & {t.id for t in wave}, table.id
-                assert all(i in seen or not i.startswith(layer) for i in table.inputs), table.id
-            seen |= {t.id for t in wave}
-        assert seen == {t.id for t in catalog.tables_in(layer)}
-
-
 @pytest.fixture
 def two_hour_window(monkeypatch):
     """The attribution window widened from 1 to 2 hours: one edit, in the catalog."""
