@@ -106,16 +106,17 @@ def run_queries(
     checks the query's tables there, before anything reads them); False: they
     failed a blocking check, and no query that reads them, directly or not,
     runs. After an error no query starts; those running end. Returns the
-    results of the queries that ended, in the queries' order, and the first error.
+    results of the queries that ended, in the queries' order, and the error of
+    the first query in that order that failed.
     """
     waiting = list(queries)
     passed: set[str] = set()
     results: dict[str, list[StageResult]] = {}
-    error: BaseException | None = None
+    errors: dict[str, BaseException] = {}
     with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="query") as pool:
         running: dict[Future[list[StageResult]], LayerQuery] = {}
         while True:
-            ready = [q for q in waiting if q.reads <= passed] if error is None else []
+            ready = [q for q in waiting if q.reads <= passed] if not errors else []
             for query in ready[: max(threads, 1) - len(running)]:
                 waiting.remove(query)
                 running[pool.submit(query.run)] = query
@@ -126,11 +127,13 @@ def run_queries(
                 query = running.pop(future)
                 failure = future.exception()
                 if failure is not None:
-                    error = error or failure
+                    errors[query.name] = failure
                     continue
                 results[query.name] = future.result()
                 if ended(results[query.name]):
                     passed.add(query.name)
+    # The error of the first query in order (not the first to end): the same error each time.
+    error = next((errors[q.name] for q in queries if q.name in errors), None)
     return [r for q in queries for r in results.get(q.name, [])], error
 
 

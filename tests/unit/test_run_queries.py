@@ -6,6 +6,7 @@ what they see."""
 from __future__ import annotations
 
 import threading
+import time
 
 from jobs.drivers.pipeline import LayerQuery, run_queries
 from jobs.reports.progress import StageResult
@@ -104,3 +105,22 @@ def test_after_an_error_no_query_starts_and_the_running_ones_end():
     results, error = run_queries(side_by_side, threads=3, ended=log.ended())
     assert isinstance(error, RuntimeError)
     assert [r.stage for r in results] == ["bronze/clicks", "bronze/user_actions"]
+
+
+def test_the_error_returned_is_the_first_querys_in_order_not_the_first_to_end():
+    """The same run fails with the same error each time (side by side, any query of
+    bronze may fail first)."""
+    log, second_failing = Log(), threading.Event()
+
+    def first() -> None:
+        second_failing.wait(WAIT)
+        time.sleep(0.2)  # the second query's failure has ended it by now
+        raise RuntimeError("the first query's checkpoint is missing")
+
+    def second() -> None:
+        second_failing.set()
+        raise RuntimeError("the second query's checkpoint is from another root")
+
+    queries = [log.query("bronze/impressions", body=first), log.query("bronze/clicks", body=second)]
+    results, error = run_queries(queries, threads=2, ended=log.ended())
+    assert results == [] and "first query" in str(error)
