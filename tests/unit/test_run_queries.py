@@ -35,7 +35,7 @@ class Log:
 
         return LayerQuery(name, run, reads)
 
-    def ended(self, failing: set[str] = frozenset()):  # type: ignore[assignment]
+    def ended(self, failing: frozenset[str] = frozenset()):
         def ended(results: list[StageResult]) -> bool:
             (result,) = results
             self.add(f"checked {result.stage}")
@@ -79,7 +79,7 @@ def test_what_reads_a_failed_table_never_runs_and_the_other_queries_do():
         log.query("gold/user_status"),
     ]
     results, error = run_queries(
-        queries, threads=1, ended=log.ended(failing={"gold/ad_performance_hourly"})
+        queries, threads=1, ended=log.ended(failing=frozenset({"gold/ad_performance_hourly"}))
     )
     assert error is None
     assert [r.stage for r in results] == ["gold/ad_performance_hourly", "gold/user_status"]
