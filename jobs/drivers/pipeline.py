@@ -109,15 +109,16 @@ def run_queries(
     results of the queries that ended, in the queries' order, and the error of
     the first query in that order that failed.
     """
+    threads = max(threads, 1)
     waiting = list(queries)
     passed: set[str] = set()
     results: dict[str, list[StageResult]] = {}
     errors: dict[str, BaseException] = {}
-    with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="query") as pool:
+    with ThreadPoolExecutor(threads, thread_name_prefix="query") as pool:
         running: dict[Future[list[StageResult]], LayerQuery] = {}
         while True:
             ready = [q for q in waiting if q.reads <= passed] if not errors else []
-            for query in ready[: max(threads, 1) - len(running)]:
+            for query in ready[: threads - len(running)]:
                 waiting.remove(query)
                 running[pool.submit(query.run)] = query
             if not running:
@@ -263,8 +264,8 @@ def run_pipeline(
 ) -> RunOutcome:
     """Run every query of the given layers, each followed by its tables' checks.
 
-    Stops at a blocking failure. Airflow runs one layer per task; `lakehouse
-    run` runs them all.
+    A blocking failure stops what reads the failed table and every later layer.
+    Airflow runs one layer per task; `lakehouse run` runs them all.
     """
     unknown = set(layers) - set(LAYERS)
     if unknown:
