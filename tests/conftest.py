@@ -15,7 +15,7 @@ from tests.helpers import settings_for
 
 # Figures a test measured (kills survived, files ingested, peak memory), printed
 # at the end of the run so that CI logs show them.
-FIGURES = pytest.StashKey[list[str]]()
+FIGURE_LINES: list[str] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -51,8 +51,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.stash[FIGURES] = []
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Gathers the figures of each test's report: from a worker's too, under xdist."""
+    if report.when == "teardown":
+        FIGURE_LINES.extend(value for name, value in report.user_properties if name == "figure")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -66,16 +68,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
-    if config.stash.get(FIGURES, []):
+    if FIGURE_LINES:
         terminalreporter.section("figures")
-        for line in config.stash[FIGURES]:
+        for line in FIGURE_LINES:
             terminalreporter.write_line(line)
 
 
 @pytest.fixture
-def figures(request: pytest.FixtureRequest) -> list[str]:
-    """Append a line to print it in the run's summary."""
-    return request.config.stash[FIGURES]
+def figures(request: pytest.FixtureRequest) -> Iterator[list[str]]:
+    """Append a line to print it in the run's summary (it travels in the test's report)."""
+    lines: list[str] = []
+    yield lines
+    request.node.user_properties.extend(("figure", line) for line in lines)
 
 
 # Property-based tests: a short run by default, a long one on request.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from tests.helpers import run_in_process
 
 
 @pytest.fixture(scope="session")
-def streamed_root(spark, tmp_path_factory) -> Path:
+def streamed_root(spark, tmp_path_factory, worker_id) -> Path:
     """Generated events (3,000, one day, no late ones) after one `lakehouse run`, in this
     process on the tests' Spark session (`run_in_process`: a cold process would take
     twice as long; `lakehouse run` as a process of its own runs to its end on an S3 root
@@ -19,15 +20,36 @@ def streamed_root(spark, tmp_path_factory) -> Path:
     Read only: a test that writes to it copies it first (a backfill may), or
     copies its landing folder to a root of its own (a run must: the file
     streams' checkpoints hold the landing files' absolute paths).
+
+    Built once for all of pytest-xdist's workers, the way xdist's documentation shares a
+    session fixture: in the directory above each worker's own temporary one, under a
+    lock, by the first worker that needs it; the others wait for it and read it.
     """
-    root = tmp_path_factory.mktemp("streamed")
-    generated = run_in_process(
-        "generate", "--events", "3000", "--seed", "9", "--late-rate", "0", "--data-root", str(root)
-    )
-    assert generated.returncode == 0, generated.stderr
-    done = run_in_process("run", "--data-root", str(root))
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    root.joinpath("run.out").write_text(done.stdout)
+    shared = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        shared = shared.parent
+    root, done = shared / "streamed", shared / "streamed" / "run.out"
+    with (shared / "streamed.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            return root
+        if root.exists():
+            pytest.fail(f"another worker's build of {root} failed: see its error")
+        generated = run_in_process(
+            "generate",
+            "--events",
+            "3000",
+            "--seed",
+            "9",
+            "--late-rate",
+            "0",
+            "--data-root",
+            str(root),
+        )
+        assert generated.returncode == 0, generated.stderr
+        ran = run_in_process("run", "--data-root", str(root))
+        assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+        done.write_text(ran.stdout)
     return root
 
 

@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.catalog import SOURCES
-from tests.conftest import FIGURES
 from tests.unit.test_landing_parse import INGESTED_AT, TOLERANCE
 from tests.unit.test_landing_parse import parse as parse_by_file_name
 
@@ -75,13 +74,15 @@ def iso(instant_utc: dt.datetime, offset: dt.timedelta) -> str:
 FUZZED: Counter[str] = Counter()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def report_what_was_fuzzed(request):
+@pytest.fixture(autouse=True)
+def report_what_was_fuzzed(request, figures):
+    FUZZED.clear()
     yield
-    request.config.stash[FIGURES].append(
-        f"fuzz: {FUZZED['examples']} examples, {FUZZED['lines']:,} lines "
-        f"({FUZZED['bytes']:,} bytes) through the landing parser"
-    )
+    if FUZZED:
+        figures.append(
+            f"fuzz ({request.node.name}): {FUZZED['examples']} examples, "
+            f"{FUZZED['lines']:,} lines ({FUZZED['bytes']:,} bytes) through the landing parser"
+        )
 
 
 def parse(spark, lines: list[bytes]) -> list[dict]:
