@@ -158,20 +158,20 @@ spark-cluster-up: setup
 spark-cluster-down: setup
 	$(BIN)/python -m dev.local_spark_cluster stop
 
-# CI runs `make test` (28 to 40 minutes on 2 cores, set-up included); `make test-full`
+# CI runs `make test` (about 25 minutes on 2 cores, set-up included); `make test-full`
 # adds the long variants marked `full` (crash storms, damaged checkpoints, concurrent
 # writers, live Airflow on a Spark cluster, thousands of files): about 75 minutes.
-# Both run the tests on two workers, a module at a time each (tests/conftest.py): one
-# worker's processes starting, Airflow polling or a broker waiting leave a core idle
-# that the other fills.
-PYTEST := $(BIN)/pytest --numprocesses 2
+# `make test` runs the tests on two workers, a whole module at a time each (pyproject.toml):
+# one worker's processes starting, Airflow polling or a broker waiting leave a core
+# idle that the other fills. The long variants' storms and races were tuned on one
+# process, and `make test-full` keeps them there.
 test:
 	$(TWO_AT_A_TIME) setup-parts browser lint typecheck
-	$(PYTEST)
+	$(BIN)/pytest --numprocesses 2
 
 test-full:
 	$(TWO_AT_A_TIME) setup-parts browser lint typecheck
-	$(PYTEST) --full
+	$(BIN)/pytest --full
 
 # Dependency vulnerability scan of requirements.txt, pip-audit in its own venv.
 # Fails on vulnerabilities not accepted in .ci/audit-accepted.txt; a scan the

@@ -9,7 +9,9 @@ is the event's `user_id` (as a producer keeping each user's events in order
 would do), so the messages spread over the topic's partitions; a line
 without one has no key. Bronze ignores keys.
 A topic the broker does not have is created with its default partition count
-when the broker allows it (`make kafka-up` creates them with 3).
+when the broker allows it; create the topics first (`make kafka-up` does, with 3
+partitions): a topic created by a send can answer it "not the leader", after
+which the idempotent producer retries until its delivery timeout (seen under load).
 """
 
 from __future__ import annotations

@@ -53,12 +53,18 @@ def broker(tmp_path_factory) -> KafkaBroker:
 
 
 def kafka_settings(root: Path, broker: KafkaBroker, prefix: str, **overrides):
-    return settings_for(
+    """Settings whose topics (a prefix of their own) exist, each partition with a leader, as
+    `make kafka-up` creates them: a topic the broker creates on the first send can answer
+    it "not the leader", after which Kafka's idempotent producer retried out-of-order
+    sequence numbers until its 120 s delivery timeout (seen once, on two busy cores)."""
+    settings = settings_for(
         root,
         kafka_bootstrap_servers=broker.bootstrap_servers,
         kafka_topic_prefix=prefix,
         **overrides,
     )
+    broker.create_topics(settings.kafka_topic(source) for source in SOURCES)
+    return settings
 
 
 def messages_in_tables(settings) -> Counter[tuple]:
@@ -350,6 +356,7 @@ def test_messages_reach_bronze_on_an_s3_root_once_each(broker, s3_server, tmp_pa
         "LAKEHOUSE_REPORTS_DIR": str(tmp_path / "reports"),
     }
     args = ("--data-root", str(root))
+    broker.create_topics(f"s3-{source}" for source in SOURCES)
     produced = run_cli("produce", "--events", "600", "--seed", "33", "--days", "1", *args, env=env)
     assert produced.returncode == 0, produced.stderr[-3000:]
     for _ in range(2):  # the second run has nothing new to read
