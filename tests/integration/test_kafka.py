@@ -307,7 +307,6 @@ def publish_in_transaction(spark, servers: str, topic: str, values: list[str], c
 def test_messages_of_an_aborted_transaction_are_never_ingested(spark, tmp_path, broker):
     settings = kafka_settings(tmp_path / "data", broker, "transactions-")
     topic = settings.kafka_topic("user_actions")
-    broker.create_topics([topic])
 
     def lines(tag: str) -> list[str]:
         return [
@@ -349,6 +348,7 @@ def test_messages_reach_bronze_on_an_s3_root_once_each(broker, s3_server, tmp_pa
     """`produce`, then two `run --layer bronze` on an s3a:// root: each message once, its
     offsets in a checkpoint in the bucket."""
     root = s3_server.root("s3a://lakehouse/kafka")
+    settings = kafka_settings(root, broker, "s3-")
     env = {
         **s3_server.connection().environment(),
         "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
@@ -356,13 +356,11 @@ def test_messages_reach_bronze_on_an_s3_root_once_each(broker, s3_server, tmp_pa
         "LAKEHOUSE_REPORTS_DIR": str(tmp_path / "reports"),
     }
     args = ("--data-root", str(root))
-    broker.create_topics(f"s3-{source}" for source in SOURCES)
     produced = run_cli("produce", "--events", "600", "--seed", "33", "--days", "1", *args, env=env)
     assert produced.returncode == 0, produced.stderr[-3000:]
     for _ in range(2):  # the second run has nothing new to read
         done = run_cli("run", "--layer", "bronze", *args, env=env)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "bronze/impressions[kafka]      in          0" in done.stdout, done.stdout
-    settings = dataclasses.replace(settings_for(root), kafka_topic_prefix="s3-")
     assert messages_in_tables(settings) == every_message(broker, settings)
     assert (root / "checkpoints" / "bronze_kafka" / "impressions" / "offsets").is_dir()
