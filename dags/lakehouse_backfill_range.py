@@ -23,11 +23,15 @@ from airflow.sdk import DAG, Param, chain, task
 
 from include.orchestration import DEFAULT_ARGS, TAGS, backfill_tasks, request_commands
 from jobs.catalog import DERIVED_LAYERS
+from jobs.dates import FORM_MAX_DAYS
 
 with DAG(
     dag_id="lakehouse_backfill_range",
     description="recompute silver and gold for a date range in batch, then validate and diff",
     schedule=None,
+    # Nothing to schedule, so nothing to pause: the trigger dialog has no "Unpause"
+    # box, and a refused form changes nothing.
+    is_paused_upon_creation=False,
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
     max_active_runs=1,
@@ -58,6 +62,13 @@ with DAG(
             title="Layers",
             description="Which layers to recompute (gold is computed from bronze as well).",
         ),
+        "whole_range": Param(
+            False,
+            type="boolean",
+            title="Yes, the whole range",
+            description=f"Needed for a range longer than {FORM_MAX_DAYS} days, which is "
+            "refused without it (most often a mistyped year).",
+        ),
     },
 ):
 
@@ -67,7 +78,9 @@ with DAG(
         from jobs.dates import backfill_request
 
         return request_commands(
-            lambda: backfill_request(params["start"], params["end"], params["layers"])
+            lambda: backfill_request(
+                params["start"], params["end"], params["layers"], params.get("whole_range")
+            )
         )
 
     request = check_request()

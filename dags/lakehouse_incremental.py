@@ -17,7 +17,17 @@ Airflow's environment, the bronze task also ingests the topics of the sources
 (docs/kafka.md). The Variable wins.
 
 Set `LAKEHOUSE_INCREMENTAL_SCHEDULE` to another cron expression, or to `none`
-for manual runs only.
+for manual runs only (`make airflow-up`'s default: there each click on
+Trigger runs it once, now). Without a schedule it starts unpaused, so the
+trigger dialog has no "Unpause" box to start anything else; with one it
+starts paused, as every scheduled DAG. Airflow's `backfill create` refuses a
+DAG without a schedule, and means nothing for this one anyway: a run
+processes what has arrived, not a date (recompute dates with the backfill
+DAGs).
+
+Its layer tasks go first in the writers pool (`priority_weight`): a backfill
+triggered while a run is in progress waits for that run's last layer, not
+only for the layer that holds the slot.
 """
 
 from __future__ import annotations
@@ -29,6 +39,8 @@ from airflow.sdk import DAG, chain
 
 from include.orchestration import (
     DEFAULT_ARGS,
+    INCREMENTAL_DAG,
+    INCREMENTAL_PRIORITY,
     TAGS,
     WRITERS_POOL,
     lakehouse_submit,
@@ -38,6 +50,7 @@ from include.orchestration import (
 from jobs.catalog import LAYERS
 
 SCHEDULE = os.environ.get("LAKEHOUSE_INCREMENTAL_SCHEDULE", "*/15 * * * *")
+SCHEDULED = SCHEDULE.lower() != "none"
 # Rendered when the task runs: the Variable, or empty (then the environment decides).
 KAFKA_ARGUMENTS = [
     "--kafka-bootstrap-servers",
@@ -45,9 +58,11 @@ KAFKA_ARGUMENTS = [
 ]
 
 with DAG(
-    dag_id="lakehouse_incremental",
+    dag_id=INCREMENTAL_DAG,
     description="landing -> bronze -> silver -> gold, exactly once, with quality gates",
-    schedule=None if SCHEDULE.lower() == "none" else SCHEDULE,
+    schedule=SCHEDULE if SCHEDULED else None,
+    # Paused until someone unpauses it only when it has a schedule to start.
+    is_paused_upon_creation=None if SCHEDULED else False,
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
     max_active_runs=1,
@@ -62,6 +77,7 @@ with DAG(
                 layer,
                 ["run", "--layer", layer, *(KAFKA_ARGUMENTS if layer == "bronze" else [])],
                 pool=WRITERS_POOL,
+                priority_weight=INCREMENTAL_PRIORITY,
                 inlets=layer_inputs(layer),
                 outlets=layer_assets(layer),
                 execution_timeout=dt.timedelta(minutes=60),

@@ -24,6 +24,7 @@ from pathlib import Path
 from dev import processes
 from dev.local_spark_cluster import LocalSparkCluster
 from include.orchestration import REPO, WRITERS_POOL
+from include.storage.objects import is_object_store_uri
 
 ADMIN = "admin"
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -45,11 +46,13 @@ class LocalAirflow:
     home: Path
     port: int = 8080
     spark_master: str = "local[*]"
-    data_root: Path = REPO / "data"
+    # A folder, or s3a://bucket/prefix (docs/object-storage.md).
+    data_root: str | Path = REPO / "data"
     # LocalExecutor worker processes: the writers pool runs one Spark job at a time anyway.
     parallelism: int = 2
-    # Cron expression of lakehouse_incremental, or "none" for manual runs only.
-    schedule: str | None = None
+    # Cron expression of lakehouse_incremental, or "none": it runs when triggered, once
+    # per click (docs/orchestration.md, "Local Airflow").
+    schedule: str = "none"
     # The Spark standalone cluster's shared secret (dev.local_spark_cluster), if any.
     spark_secret_file: Path | None = None
 
@@ -113,8 +116,7 @@ class LocalAirflow:
             "PYSPARK_PYTHON": sys.executable,
             "SPARK_LOCAL_IP": "127.0.0.1",
         }
-        if self.schedule:
-            env["LAKEHOUSE_INCREMENTAL_SCHEDULE"] = self.schedule
+        env["LAKEHOUSE_INCREMENTAL_SCHEDULE"] = self.schedule
         if self.spark_secret_file is not None:
             env["LAKEHOUSE_SPARK_AUTH_SECRET"] = self.spark_secret_file.read_text().strip()
         return env
@@ -174,7 +176,11 @@ def _parser() -> argparse.ArgumentParser:
         default="local[*]",
         help="master of the spark_default connection, e.g. spark://127.0.0.1:7077",
     )
-    parser.add_argument("--data-root", type=Path, default=REPO / "data", help="lakehouse data root")
+    parser.add_argument(
+        "--data-root",
+        default=None,
+        help="lakehouse data root (default: $LAKEHOUSE_DATA_ROOT, else the repository's data/)",
+    )
     parser.add_argument(
         "--spark-secret-file",
         type=Path,
@@ -183,6 +189,13 @@ def _parser() -> argparse.ArgumentParser:
         "one `make spark-cluster-up` generated)",
     )
     return parser
+
+
+def data_root(given: str | None) -> str:
+    """The data root the tasks work on, as `make run` finds it: the flag, else
+    $LAKEHOUSE_DATA_ROOT, else the repository's data/ (a folder made absolute)."""
+    root = given or os.environ.get("LAKEHOUSE_DATA_ROOT") or str(REPO / "data")
+    return root if is_object_store_uri(root) else str(Path(root).expanduser().resolve())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         args.home.resolve(),
         args.port,
         args.spark_master,
-        args.data_root.resolve(),
+        data_root(args.data_root),
+        schedule=os.environ.get("LAKEHOUSE_INCREMENTAL_SCHEDULE") or "none",
         spark_secret_file=secret_file if secret_file and secret_file.exists() else None,
     )
     if args.action == "stop":
@@ -212,11 +226,18 @@ def main(argv: list[str] | None = None) -> int:
         local.stop()
         return 1
     print(f"Airflow is up: {local.url}")
-    print(f"  user:     {ADMIN}")
-    print(f"  password: {local.password()}")
-    print(f"  spark:    {local.spark_master}, data root {local.data_root}")
-    print(f"  logs:     {local.state / 'logs'} (services), {local.home / 'logs'} (tasks)")
-    print("  DAGs start paused: unpause lakehouse_incremental in the UI to schedule it.")
+    print(f"  user:      {ADMIN}")
+    print(f"  password:  {local.password()}")
+    print(f"  data root: {local.data_root}")
+    print(f"  spark:     {local.spark_master}")
+    print(f"  logs:      {local.state / 'logs'} (services), {local.home / 'logs'} (tasks)")
+    if local.schedule.lower() == "none":
+        print(
+            "  lakehouse_incremental has no schedule here: each click on Trigger runs it once "
+            "(LAKEHOUSE_INCREMENTAL_SCHEDULE='*/15 * * * *' make airflow-up schedules it)"
+        )
+    else:
+        print(f"  lakehouse_incremental: schedule {local.schedule}; unpause it to start it")
     print("  stop with: make airflow-down")
     return 0
 

@@ -13,3 +13,6 @@ class LakehouseError(RuntimeError):
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_BLOCKED = 3
+# The command refused to start because of the state it found (a backfill while the
+# streams still have rows to write): said in one line, and not retried by Airflow.
+EXIT_REFUSED = 4

@@ -12,6 +12,7 @@ import datetime as dt
 import os
 import uuid
 from collections.abc import Mapping
+from urllib.parse import quote
 
 RUN_ID_VARIABLE = "LAKEHOUSE_RUN_ID"
 # What Airflow's task runner puts in the environment of a task (and so of its spark-submit).
@@ -34,9 +35,19 @@ def new_run_id(kind: str = "run", environ: Mapping[str, str] = os.environ) -> st
 
 
 def airflow_context(environ: Mapping[str, str] = os.environ) -> dict[str, str] | None:
-    """DAG id, DAG run id, task id and try of the Airflow task running this job, if any."""
+    """DAG id, DAG run id, task id and try of the Airflow task running this job, if any,
+    and the Airflow UI's pages of its DAG run (`run_url`) and task (`task_url`): under
+    the api-server's base URL when Airflow's environment gives it, else from its root."""
     context = {key: environ.get(variable, "") for key, variable in AIRFLOW_CONTEXT.items()}
-    return context if context["dag_id"] and context["run_id"] else None
+    if not (context["dag_id"] and context["run_id"]):
+        return None
+    base = environ.get("AIRFLOW__API__BASE_URL", "").rstrip("/")
+    dag_id, run_id, task_id = (
+        quote(context[key], safe="") for key in ("dag_id", "run_id", "task_id")
+    )
+    run = f"{base}/dags/{dag_id}/runs/{run_id}"
+    task = f"{run}/tasks/{task_id}" if task_id else run
+    return {**context, "run_url": run, "task_url": task}
 
 
 def dag_run_page(dag_id: str, run_id: str) -> str:

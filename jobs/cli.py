@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
-from include.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_USAGE, LakehouseError
+from include.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_REFUSED, EXIT_USAGE, LakehouseError
 from include.settings import Settings
 from include.storage.locks import writer_lock
 from jobs.catalog import DERIVED_LAYERS, LAYERS, SOURCES
@@ -399,6 +399,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     # The report's time, Spark's start-up included.
     started = f"{startup[0]:.1f} s of it Spark's start-up" if startup else "Spark not started"
     print(f"run {outcome.status} in {outcome.seconds:.1f} s ({started})")
+    print(f"data root:   {settings.data_root}")
     print(f"tables:      {settings.lakehouse}/{{bronze,quarantine,silver,gold}}/<table>")
     print(f"event log:   {event_log_path(settings)} (run_id {outcome.run_id})")
     print(f"dq results:  {results_path(settings)}")
@@ -446,7 +447,7 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
         )
         for line in behind:
             print(f"  {line}", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_REFUSED
     spark = get_spark(settings, app_name="lakehouse-backfill", streaming=False)
     layers = in_order(args.layer, DERIVED_LAYERS)
     run = RunOutcome(

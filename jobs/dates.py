@@ -97,11 +97,26 @@ def nightly_request(
     return BackfillRequest(_days(interval), DERIVED_LAYERS, pending=True)
 
 
-def backfill_request(start: object, end: object, layers: Sequence[str] | None) -> BackfillRequest:
-    """The range and layers of the manual backfill's form (`lakehouse_backfill_range`)."""
+# The longest range the backfill form runs without its "yes, the whole range" box: a
+# year and a day. Longer ranges are rarely meant (a typo in a year), and each costs
+# minutes per day that holds data, then a parity check over all of it.
+FORM_MAX_DAYS = 366
+
+
+def backfill_request(
+    start: object, end: object, layers: Sequence[str] | None, whole_range: object = False
+) -> BackfillRequest:
+    """The range and layers of the manual backfill's form (`lakehouse_backfill_range`);
+    a range of more than FORM_MAX_DAYS days needs `whole_range` ticked."""
     if start is None or end is None:
         raise ValueError("give a start and an end date")
     dates = DateRange(parse_date(start, "start"), parse_date(end, "end"))
+    days = (dates.end - dates.start).days + 1
+    if days > FORM_MAX_DAYS and whole_range is not True:
+        raise ValueError(
+            f"{dates.start}..{dates.end} is {days:,} days, more than {FORM_MAX_DAYS}: check "
+            'the dates, or tick "Yes, the whole range" to recompute all of it'
+        )
     chosen = tuple(layers) if layers is not None else DERIVED_LAYERS
     unknown = sorted(set(chosen) - set(DERIVED_LAYERS))
     if unknown or not chosen:

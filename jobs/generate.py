@@ -78,6 +78,27 @@ class GeneratedSummary:
     malformed: Counter[str] = field(default_factory=Counter)
     files_written: int = 0
     files_existing: int = 0
+    # The event times written (ms since the epoch, UTC), first and last: clicks and
+    # sessions run past the `days` asked for.
+    first_event_ms: int | None = None
+    last_event_ms: int | None = None
+
+    def saw(self, event_ms: int) -> None:
+        if self.first_event_ms is None or event_ms < self.first_event_ms:
+            self.first_event_ms = event_ms
+        if self.last_event_ms is None or event_ms > self.last_event_ms:
+            self.last_event_ms = event_ms
+
+    def span(self) -> str:
+        """The event-time span, to the minute: what the next drop must start after, or
+        streaming drops its events behind the watermark as late."""
+        if self.first_event_ms is None or self.last_event_ms is None:
+            return "event time: no events"
+        first, last = (
+            dt.datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%MZ")
+            for ms in (self.first_event_ms, self.last_event_ms)
+        )
+        return f"event time {first} .. {last} (a later drop should start after {last})"
 
     def describe(self) -> str:
         rows = [
@@ -89,7 +110,7 @@ class GeneratedSummary:
         files = f"{self.files_written} files written"
         if self.files_existing:
             files += f", {self.files_existing} already present (left as they were)"
-        return "\n".join([*rows, files])
+        return "\n".join([*rows, self.span(), files])
 
 
 def _iso(ms: int, rng: random.Random) -> str:
@@ -137,6 +158,7 @@ class _Generator:
         line = _record(source, values).encode()
         self._add_line(source, arrival, line)
         self.summary.events[source] += 1
+        self.summary.saw(event_ms)
         if rng.random() < cfg.duplicate_rate:
             self._add_line(source, arrival + rng.randint(1, watermark_ms // 2), line)
             self.summary.duplicates[source] += 1

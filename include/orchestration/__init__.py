@@ -10,6 +10,8 @@
 from include.orchestration.tasks import (
     DEFAULT_ARGS,
     ENTRY_POINT,
+    INCREMENTAL_DAG,
+    INCREMENTAL_PRIORITY,
     OWNER,
     REPO,
     SPARK_CONN_ID,
@@ -29,6 +31,8 @@ from include.orchestration.tasks import (
 __all__ = [
     "DEFAULT_ARGS",
     "ENTRY_POINT",
+    "INCREMENTAL_DAG",
+    "INCREMENTAL_PRIORITY",
     "OWNER",
     "REPO",
     "SPARK_CONN_ID",

@@ -1,8 +1,10 @@
 """The Airflow operator the DAGs submit `lakehouse` commands with.
 
 A `SparkSubmitOperator` that knows the CLI's exit codes: a failed blocking
-data-quality check (exit 3) fails the task at once, without the retries meant
-for transient failures, because bad data does not heal by running again. It
+data-quality check (exit 3) or a refusal (exit 4) fails the task at once, in
+one line and without the retries meant for transient failures, because bad
+data or a refused request does not heal by running again. A backfill task
+first waits out any run of the incremental DAG (rescheduled, not failed). It
 passes Delta Lake's jars (`make setup` fetched them) to spark-submit with
 `--jars`, found when the task runs, not when the scheduler parses the DAG.
 Kept apart from `include/orchestration/tasks.py`, which the scheduler imports on
@@ -16,17 +18,19 @@ lead to the pages that job writes, served by the lakehouse plugin
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperatorLink
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
+from airflow.sdk.exceptions import AirflowException, AirflowRescheduleException
 
-from include.errors import EXIT_BLOCKED
+from include.errors import EXIT_BLOCKED, EXIT_REFUSED
 from include.runs import RUN_ID_VARIABLE, generate_run_id
 from include.spark import spark_jars
 
@@ -66,6 +70,28 @@ class QualityLink(BaseOperatorLink):
         return reports_url(f"quality/{run_id}.html") if run_id and checks else ""
 
 
+# The XCom key of a task's line for its DAG run's note (warnings, a refusal).
+OUTCOME_KEY = "lakehouse_outcome"
+# How long a task waiting for another DAG's run gives the slot back for.
+WAIT_INTERVAL = dt.timedelta(seconds=30)
+
+
+class Refused(SystemExit):
+    """A task that refuses to go on. Airflow's task runner logs a SystemExit as one line,
+    without a traceback; `RETRY_POLICY` fails it without a retry."""
+
+
+# In the DAGs' default arguments: a refusal is final, anything else retries as usual.
+RETRY_POLICY = ExceptionRetryPolicy(
+    rules=[
+        RetryRule(
+            exception=f"{Refused.__module__}.{Refused.__qualname__}",
+            action=RetryAction.FAIL,
+            reason="refused: the same request would be refused again",
+        )
+    ]
+)
+
 # How the Spark provider reports a non-zero spark-submit exit code.
 _EXIT_CODE = re.compile(r"Error code is: (\d+)\.")
 
@@ -75,15 +101,23 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
 
     operator_extra_links = (RunReportLink(), QualityLink())
 
-    def __init__(self, *, object_store: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self, *, object_store: bool = False, waits_for: str | None = None, **kwargs: Any
+    ) -> None:
+        kwargs.setdefault("retry_policy", RETRY_POLICY)
         super().__init__(**kwargs)
         # A data root on S3 also needs Spark's S3 connector (jars/s3/).
         self.object_store = object_store
+        # A DAG whose runs this task waits out before it submits (a backfill: the
+        # incremental DAG's), rescheduled rather than failed.
+        self.waits_for = waits_for
         # Set when the task runs: its command, and the run's id if it writes a report.
         self.lakehouse_command: str | None = None
         self.lakehouse_run_id: str | None = None
 
     def execute(self, context: Any) -> None:
+        if self.waits_for is not None:
+            self.wait_for_runs_of(self.waits_for, context)
         self.jars = ",".join(str(jar) for jar in spark_jars(self.object_store))
         command = self.application_args[0] if self.application_args else None
         self.lakehouse_command = command
@@ -95,18 +129,68 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
         except AirflowException as error:
             code = _EXIT_CODE.search(str(error))
             if code and int(code.group(1)) == EXIT_BLOCKED:
-                # Said once, at ERROR, without the spark-submit failure chained to it.
                 failures = self.blocked_checks()
                 for failure in failures:
                     self.log.error("blocking check failed: %s", failure)
                 report = reports_url(f"runs/{self.lakehouse_run_id}.html")
-                raise AirflowFailException(
+                self.refuse(
+                    context,
                     f"{len(failures) or 'a'} blocking data-quality check(s) failed (exit code "
                     f"{EXIT_BLOCKED}); not retrying: the same data would fail again. Fix the "
-                    f"data, then clear this task. Run report: {report}"
-                ) from None
+                    f"data, then clear this task. Run report: {report}",
+                    EXIT_BLOCKED,
+                )
+            if code and int(code.group(1)) == EXIT_REFUSED:
+                self.refuse(
+                    context,
+                    f"`lakehouse {command}` refused to start (exit code {EXIT_REFUSED}; its "
+                    "reason is the `refused:` line above); not retrying",
+                    EXIT_REFUSED,
+                )
             raise
+        self.say_warnings(context)
         self.publish_changes(context)
+
+    def wait_for_runs_of(self, dag_id: str, context: Any) -> None:
+        """Give the slot back and come again later while `dag_id` has a run queued or in
+        progress: its streams would still have rows to write, and the job would refuse."""
+        active = context["ti"].get_dr_count(dag_id=dag_id, states=["queued", "running"])
+        if active:
+            again = dt.datetime.now(dt.UTC) + WAIT_INTERVAL
+            self.log.info(
+                "waiting for %s: %d run(s) queued or in progress; trying again at %s UTC "
+                "(not a failed try)",
+                dag_id,
+                active,
+                again.strftime("%H:%M:%S"),
+            )
+            raise AirflowRescheduleException(again)
+
+    def refuse(self, context: Any, reason: str, code: int) -> NoReturn:
+        """End the task with a one-line reason: in the log, in the DAG run's note, and no
+        retry (`RETRY_POLICY`)."""
+        self.log.error("refused: %s", reason)
+        self.keep_outcome(context, f"{self.task_id}: refused: {reason}")
+        raise Refused(code)
+
+    def say_warnings(self, context: Any) -> None:
+        """A job whose checks passed with warnings says so: a line per warning in the task
+        log, and one line for the DAG run's note."""
+        warnings = [w for table in checked_tables(self.report()) for w in table["warnings"]]
+        for warning in warnings:
+            self.log.warning("data-quality warning: %s", warning)
+        if warnings:
+            self.keep_outcome(
+                context,
+                f"{self.task_id}: passed with {len(warnings)} warning(s): {'; '.join(warnings)}",
+            )
+
+    @staticmethod
+    def keep_outcome(context: Any, line: str) -> None:
+        """What the DAG run's note says of this task (`plugin.RunNotes` writes it)."""
+        ti = context.get("ti")
+        if ti is not None:
+            ti.xcom_push(key=OUTCOME_KEY, value=line)
 
     def report(self) -> dict[str, Any] | None:
         """The summary (JSON) of the run report the job wrote, if it wrote one."""
@@ -168,17 +252,36 @@ def checked_tables(report: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [table for layer in (report or {}).get("checks", []) for table in layer["tables"]]
 
 
+def table_warnings(report: dict[str, Any] | None) -> dict[str, list[str]]:
+    """Per table, the warnings its checks raised, and a late-drop warning of the layer
+    (on its `late_drops` check) under the query that dropped the rows."""
+    found: dict[str, list[str]] = {}
+    for table in checked_tables(report):
+        name = table["table"]
+        found.setdefault(name, []).extend(w.removeprefix(f"{name}: ") for w in table["warnings"])
+        if name.endswith("/late_drops"):
+            for fact in table["facts"]:
+                if any(f"{fact['query']} dropped " in w for w in table["warnings"]):
+                    found.setdefault(fact["query"], []).append(
+                        f"dropped {fact['late_share']:.1%} of its input as late "
+                        f"({fact['dropped_late']:,} of {fact['rows_in']:,} rows; "
+                        "`lakehouse backfill --pending` recovers them)"
+                    )
+    return found
+
+
 def table_changes(report: dict[str, Any], report_url: str) -> dict[str, dict[str, Any]]:
     """Per table whose data the checks found changed: an Asset event's `extra`."""
     changes = {}
+    warnings = table_warnings(report)
     for table in checked_tables(report):
         if table.get("rows_written") is None or table.get("version") is None:
             continue
-        warnings = len(table["warnings"])
+        named = warnings.get(table["table"], [])
         changes[table["table"]] = {
             "rows_written": table["rows_written"],
             "delta_version": table["version"],
-            "quality": f"passed with {warnings} warning(s)" if warnings else "passed",
+            "quality": f"passed with warnings: {'; '.join(named)}" if named else "passed",
             "checks": f"{table['passed']} of {table['expectations']} expectations met",
             "run_id": report["run_id"],
             "report": report_url,

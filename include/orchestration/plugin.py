@@ -16,6 +16,8 @@ image loads it; `airflow plugins` lists it.
   each field on its own, this the range as a whole (an end before the start,
   a field of the wrong type, is refused with the reason, shown in the form),
   and gives the run a note naming its range and layers.
+- A listener that writes into a DAG run's note, when it ends, what its tasks
+  kept for it: a layer that passed with warnings, a refusal (`RunNotes`).
 - Every page served carries a Content-Security-Policy that sandboxes it, runs
   no script and loads nothing from elsewhere (`REPORT_HEADERS`).
 """
@@ -24,14 +26,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
+from html import escape
 from pathlib import Path
 from typing import Any
 
+from airflow.listeners import hookimpl
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
-from include.orchestration.operators import REPORTS_URL, QualityLink, RunReportLink
+from include.orchestration.operators import OUTCOME_KEY, REPORTS_URL, QualityLink, RunReportLink
 from include.orchestration.tasks import settings
 from include.runs import dag_run_page
 from jobs.dates import backfill_request
@@ -80,19 +84,39 @@ def served(file: Path) -> FileResponse:
     return FileResponse(file, headers=REPORT_HEADERS)
 
 
+def no_reports_page(dag_id: str, run_id: str) -> str:
+    """What a DAG run's tab shows before any of its tasks has written a report."""
+    return (
+        "<!doctype html><html lang=en><meta charset=utf-8>"
+        f"<title>{escape(dag_id)} {escape(run_id)}: no lakehouse report</title>"
+        "<body style='font-family: system-ui, sans-serif; margin: 1.5rem'>"
+        f"<p>No lakehouse report for <code>{escape(dag_id)}</code> run "
+        f"<code>{escape(run_id)}</code> yet. A task that runs <code>lakehouse run</code>, "
+        "<code>validate</code>, <code>backfill</code> or <code>parity</code> writes one when "
+        "it ends; this page then lists them. "
+        "<a href='../../index.html'>All lakehouse reports</a>.</p></body></html>"
+    )
+
+
 def reports_app() -> FastAPI:
     app = FastAPI(title="lakehouse reports", docs_url=None, redoc_url=None, openapi_url=None)
     login = [_login_required()]
     prefix = REPORTS_URL.removeprefix("/lakehouse")
 
     @app.get(prefix + "/dag-runs/{dag_id}/{run_id}", dependencies=login)
-    def dag_run_reports(dag_id: str, run_id: str) -> FileResponse:
+    def dag_run_reports(dag_id: str, run_id: str) -> Response:
         """A DAG run's page: by its file name (the index's links), or by the run id
         itself (the DAG-run tab's link, `{RUN_ID}`)."""
         page = f"dag-runs/{dag_id}/{run_id}"
         if not run_id.endswith(".html"):
             page = dag_run_page(dag_id, run_id)
-        return served(report_file(settings().reports, page))
+        try:
+            return served(report_file(settings().reports, page))
+        except HTTPException:
+            if run_id.endswith(".html"):
+                raise
+        # The tab of a run whose tasks have written no report (yet): a page saying so.
+        return HTMLResponse(no_reports_page(dag_id, run_id), headers=REPORT_HEADERS)
 
     @app.get(prefix + "/{path:path}", dependencies=login)
     def reports(path: str) -> FileResponse:
@@ -204,12 +228,65 @@ def checked_trigger(body: bytes) -> tuple[bytes, str | None]:
             isinstance(layers, list) and all(isinstance(layer, str) for layer in layers)
         ):
             raise ValueError(f"layers: expected a list of layer names, got {layers!r}")
-        request = backfill_request(form.get("start"), form.get("end"), layers)
+        request = backfill_request(
+            form.get("start"), form.get("end"), layers, form.get("whole_range", False)
+        )
     except ValueError as error:
         return body, f"{RANGE_DAG}: {error}"
     if not payload.get("note"):
         payload["note"] = request.describe()
     return json.dumps(payload).encode(), None
+
+
+# What Airflow keeps of a DAG run's note (characters).
+NOTE_LIMIT = 1000
+
+
+def noted(note: str | None, lines: list[str]) -> str | None:
+    """A DAG run's note with its tasks' lines after what it already says (the range of a
+    backfill, or the user's words), cut to what Airflow keeps; None if nothing to add."""
+    new = [line for line in lines if line not in (note or "")]
+    if not new:
+        return None
+    text = "\n".join([*([note] if note else []), *new])
+    return text if len(text) <= NOTE_LIMIT else text[: NOTE_LIMIT - 1] + "…"
+
+
+class RunNotes:
+    """An Airflow listener, called in the scheduler when a DAG run ends: the lines the
+    run's tasks kept for it (a warning, a refusal: `operators.OUTCOME_KEY`) go into its
+    note, which the UI shows on the run and in the runs list."""
+
+    @hookimpl
+    def on_dag_run_success(self, dag_run: Any, msg: str) -> None:
+        self.note(dag_run)
+
+    @hookimpl
+    def on_dag_run_failed(self, dag_run: Any, msg: str) -> None:
+        self.note(dag_run)
+
+    @staticmethod
+    def note(dag_run: Any) -> None:
+        from airflow.models.xcom import XComModel
+        from sqlalchemy import select
+        from sqlalchemy.orm import object_session
+
+        session = object_session(dag_run)
+        if session is None:
+            return
+        kept = session.scalars(
+            select(XComModel)
+            .where(
+                XComModel.dag_id == dag_run.dag_id,
+                XComModel.run_id == dag_run.run_id,
+                XComModel.key == OUTCOME_KEY,
+            )
+            .order_by(XComModel.timestamp)
+        ).all()
+        lines = [str(XComModel.deserialize_value(row)) for row in kept]
+        note = noted(dag_run.note, lines)
+        if note is not None:
+            dag_run.note = note
 
 
 class LakehousePlugin(AirflowPlugin):
@@ -232,6 +309,9 @@ class LakehousePlugin(AirflowPlugin):
             "name": "Lakehouse reports",
             "href": f"{REPORTS_URL}/dag-runs/{{DAG_ID}}/{{RUN_ID}}",
             "destination": "dag_run",
+            # Airflow's UI shows a view as a tab only with a route of its own.
+            "url_route": "lakehouse-run-reports",
         },
     ]
     operator_extra_links = [RunReportLink(), QualityLink()]  # noqa: RUF012
+    listeners = [RunNotes()]  # noqa: RUF012

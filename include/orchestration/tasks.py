@@ -39,6 +39,11 @@ SPARK_CONN_ID = "spark_default"
 # One slot: tasks that write contract tables (incremental stages, backfills,
 # maintenance) never overlap, whichever DAG they belong to.
 WRITERS_POOL = "lakehouse_writers"
+INCREMENTAL_DAG = "lakehouse_incremental"
+# The incremental DAG's layer tasks outrank every other task waiting for the writers
+# pool: a backfill queued behind a layer takes the slot only after the run's last
+# layer, when the streams have nothing left to write (weights are absolute).
+INCREMENTAL_PRIORITY = 10
 OWNER = "data-platform"
 TAGS = ["lakehouse"]
 
@@ -51,6 +56,9 @@ DEFAULT_ARGS: dict[str, Any] = {
     "retry_delay": dt.timedelta(minutes=1),
     "retry_exponential_backoff": True,
     "max_retry_delay": dt.timedelta(minutes=10),
+    # A task's own weight, not the sum of its downstream tasks' (Airflow's default), which
+    # put a backfill's first task ahead of the incremental run's last layers.
+    "weight_rule": "absolute",
 }
 
 
@@ -132,7 +140,12 @@ def backfill_tasks(commands: Any) -> list[LakehouseSubmitOperator]:
     """
     return [
         lakehouse_submit(
-            "backfill", commands["backfill"], pool=WRITERS_POOL, inlets=layer_inputs("silver")
+            "backfill",
+            commands["backfill"],
+            pool=WRITERS_POOL,
+            inlets=layer_inputs("silver"),
+            # Its streams must have written everything first, or the job refuses.
+            waits_for=INCREMENTAL_DAG,
         ),
         lakehouse_submit("validate", commands["validate"], outlets=layer_assets(*DERIVED_LAYERS)),
         lakehouse_submit("parity", commands["parity"]),
@@ -154,7 +167,14 @@ def refuse(reason: str) -> NoReturn:
     """Fail the running task with a one-line reason: no traceback, no retry.
 
     Airflow logs a traceback for every exception but SystemExit, which it
-    logs as one line with the exit code; the reason goes just before it.
+    logs as one line with the exit code; the reason goes just before it, and
+    into the DAG run's note.
     """
+    from airflow.sdk import get_current_context
+
+    from include.orchestration.operators import OUTCOME_KEY
+
     logging.getLogger("airflow.task").error("refused: %s", reason)
+    context = get_current_context()
+    context["ti"].xcom_push(key=OUTCOME_KEY, value=f"{context['ti'].task_id}: refused: {reason}")
     raise SystemExit(EXIT_USAGE)

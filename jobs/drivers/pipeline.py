@@ -278,6 +278,7 @@ def run_pipeline(
         baselines = last_passed_versions(settings)
         try:
             for layer in (layer for layer in LAYERS if layer in layers):
+                layer_started = time.perf_counter()
                 validation = LayerValidation(
                     spark, settings, gate, layer, run_id, baselines, stages=outcome.stages
                 )
@@ -297,6 +298,7 @@ def run_pipeline(
                     outcome.newest_events = newest_events(settings)
                 for line in validation.finish(build_docs=False).lines():
                     echo(line)
+                outcome.layer_seconds[layer] = time.perf_counter() - layer_started
                 if validation.result.failures:
                     outcome.blocked_at = layer
                     break

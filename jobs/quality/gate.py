@@ -238,12 +238,23 @@ _REMOTE = re.compile(
 )
 
 
+# Links that would lead nowhere from the reports folder, offline: GX's favicon (its
+# path is one folder off) and its links to the web (a newsletter, its home page).
+_FAVICON = re.compile(r"<link\b[^>]*favicon[^>]*>", re.IGNORECASE)
+_WEB_LINK = re.compile(r"(<a\b[^>]*?)\s+href=[\"']?(?:https?:)?//[^\"'\s>]*[\"']?", re.IGNORECASE)
+# GX's "home" links, to the Data Docs index: it is not built (its table is drawn by
+# scripts); they lead to the reports index, one folder up, instead.
+_DOCS_HOME = re.compile(r"href=\"((?:\.\./)*)index\.html\"")
+
+
 def _without_scripts(page: str) -> str:
-    """A Data Docs page without scripts or anything from elsewhere; what stays is static.
+    """A Data Docs page without scripts or anything from elsewhere, whose every link leads
+    to a page of the reports folder; what stays is static.
 
     Data values in it are escaped (`_inert`), so no `<` of theirs is seen here.
     """
-    return _REMOTE.sub("", _SCRIPT.sub("", page))
+    page = _FAVICON.sub("", _REMOTE.sub("", _SCRIPT.sub("", page)))
+    return _DOCS_HOME.sub(r'href="\1../index.html"', _WEB_LINK.sub(r"\1", page))
 
 
 def _selected(expectations: list[dict[str, Any]], rules: str) -> list[dict[str, Any]]:
@@ -540,15 +551,19 @@ class QualityGate:
             return Path(unquote(urlparse(site["site_url"]).path))
         return None
 
-    def build_docs(self) -> Path | None:
-        """Render Data Docs for every validation this process ran; the index page."""
+    def build_docs(self) -> None:
+        """Render Data Docs for every validation this process ran.
+
+        Without GX's index: it is drawn by scripts (blank here), and building it
+        deletes every validation page of earlier processes, which earlier reports
+        link to (the maintenance DAG expires them with the reports).
+        """
         if self._context is None:
-            return None
+            return
         if self._docs_stale:
             started = time.time()
-            self._context.build_data_docs(site_names=[DOCS_SITE])
+            self._context.build_data_docs(site_names=[DOCS_SITE], build_index=False)
             self._docs_stale = False
             for page in self.docs_dir.rglob("*.html"):
                 if page.stat().st_mtime >= started - 1:
                     page.write_text(_without_scripts(page.read_text()))
-        return self.docs_dir / "index.html"

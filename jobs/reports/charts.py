@@ -55,10 +55,25 @@ def _layer(name: str) -> str:
     return name.split("/")[0]
 
 
+def _add_seconds(point: Point, summary: Mapping[str, Any]) -> None:
+    """A run's time per layer, as its report says it: a run of one layer (an Airflow
+    layer task) its whole duration, a run of several each layer's wall time. (Reports
+    before 0.9 only have their stages' and checks' times, summed.)"""
+    per_layer = summary.get("layer_seconds")
+    if per_layer is None:
+        for part in [*summary.get("stages", []), *summary.get("checks", [])]:
+            point.seconds[_layer(part.get("stage") or part["layer"])] += part["seconds"]
+    elif len(per_layer) == 1:
+        point.seconds[next(iter(per_layer))] += summary["seconds"]
+    else:
+        for layer, seconds in per_layer.items():
+            point.seconds[layer] += seconds
+
+
 def _add(point: Point, summary: Mapping[str, Any]) -> None:
+    _add_seconds(point, summary)
     for stage in summary.get("stages", []):
         layer, table = _layer(stage["stage"]), stage["stage"].split("[")[0]
-        point.seconds[layer] += stage["seconds"]
         if stage.get("caught_up"):
             continue
         out = sum(stage["rows_out"].values())
@@ -78,7 +93,6 @@ def _add(point: Point, summary: Mapping[str, Any]) -> None:
     quarantine = summary.get("quarantine_by_reason") or {}
     point.quarantined += sum(sum(by_reason.values()) for by_reason in quarantine.values())
     for checked in summary.get("checks", []):
-        point.seconds[checked["layer"]] += checked["seconds"]
         for table in checked["tables"]:
             point.expectations += table["expectations"]
             point.passed += table["passed"]
@@ -118,6 +132,26 @@ def _number(value: float) -> str:
     return f"{value:,.0f}" if value >= 10 or value == int(value) else f"{value:.1f}"
 
 
+# The legend's font (svg.chart, 11px system-ui): a generous width per character, so that
+# names laid out one after another never overlap.
+LEGEND_CHAR_PX = 6.6
+
+
+def _legend_places(
+    names: list[str], start: float, end: float, baseline: float
+) -> list[tuple[float, float]]:
+    """Where each legend entry (a swatch and its name) goes: one after another, a new line
+    when the next would pass the right edge."""
+    places, x, y = [], start, baseline - 2
+    for name in names:
+        width = 14 + LEGEND_CHAR_PX * len(name) + 12
+        if x > start and x + width > end:
+            x, y = start, y + 16
+        places.append((x, y))
+        x += width
+    return places
+
+
 def line_chart(
     title: str,
     labels: Sequence[str],
@@ -134,6 +168,7 @@ def line_chart(
     """
     left, right, top, bottom = 46, 8, 22, 34
     plot_w, plot_h = width - left - right, height - top - bottom
+    legend = _legend_places(list(series), left, width - right, height)
     values = [v for line in series.values() for v in line if v is not None]
     top_value = max(values, default=0) or 1
     step = plot_w / max(len(labels) - 1, 1)
@@ -146,7 +181,7 @@ def line_chart(
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" '
-        f'height="{height + 16 * ((len(series) + 2) // 3)}" role="img" '
+        f'height="{max((y for _, y in legend), default=height - 18) + 18}" role="img" '
         f'aria-label="{escape(title)}">',
         f'<text x="{left}" y="14" class="title">{escape(title)}</text>',
         f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
@@ -188,7 +223,7 @@ def line_chart(
             for s in segments
             if len(s) > 1
         ]
-        legend_x, legend_y = left + (n % 3) * (plot_w / 3), height + 16 * (n // 3) - 2
+        legend_x, legend_y = legend[n]
         parts.append(
             f'<rect x="{legend_x:.1f}" y="{legend_y - 8}" width="10" height="10" '
             f'fill="{colour}" /><text x="{legend_x + 14:.1f}" y="{legend_y + 1}" '

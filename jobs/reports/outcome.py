@@ -35,6 +35,8 @@ class RunOutcome:
     parity: list[dict[str, Any]] = field(default_factory=list)
     # Per gold table the run wrote: the newest event time it holds (ISO), for freshness.
     newest_events: dict[str, str | None] = field(default_factory=dict)
+    # A run's wall time per layer: its queries and checks, Spark's start-up in the first.
+    layer_seconds: dict[str, float] = field(default_factory=dict)
     # The Airflow task running it (dag_id, run_id, task_id, try_number), if any.
     airflow: dict[str, str] | None = field(default_factory=airflow_context)
 

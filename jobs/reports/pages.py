@@ -75,6 +75,7 @@ def summary_data(settings: Settings, outcome: RunOutcome) -> dict[str, Any]:
         "status": outcome.status,
         "started_at": outcome.started_at.isoformat(),
         "seconds": round(outcome.seconds, 1),
+        "layer_seconds": {layer: round(s, 1) for layer, s in outcome.layer_seconds.items()},
         "data_root": str(settings.data_root),
         "dates": outcome.dates,
         "parity": outcome.parity,
@@ -164,7 +165,6 @@ def write_run_report(settings: Settings, outcome: RunOutcome) -> Path:
     (runs / f"{outcome.run_id}.json").write_text(
         json.dumps(summary_data(settings, outcome), indent=2) + "\n"
     )
-    docs_index = settings.reports / "data_docs" / "index.html"
     quarantine = outcome.quarantine
     page = runs / f"{outcome.run_id}.html"
     airflow = outcome.airflow
@@ -180,7 +180,6 @@ def write_run_report(settings: Settings, outcome: RunOutcome) -> Path:
                 "quality": _href(settings.reports / "quality" / f"{outcome.run_id}.html", runs)
                 if outcome.checks
                 else None,
-                "data_docs": _href(docs_index, runs) if docs_index.exists() else None,
             },
             caught_up=CAUGHT_UP,
             late_share_warning=settings.late_share_warning,
@@ -233,7 +232,6 @@ def write_quality_page(settings: Settings, outcome: RunOutcome) -> Path:
         "passed": sum(o["result"] == "passed" for o in outcomes),
         "total": len(outcomes),
     }
-    docs_index = settings.reports / "data_docs" / "index.html"
     page = folder / f"{outcome.run_id}.html"
     page.write_text(
         _templates()
@@ -245,7 +243,6 @@ def write_quality_page(settings: Settings, outcome: RunOutcome) -> Path:
             links={
                 "run": _href(settings.reports / "runs" / f"{outcome.run_id}.html", folder),
                 "index": _href(settings.reports / "index.html", folder),
-                "data_docs": _href(docs_index, folder) if docs_index.exists() else None,
             },
         )
     )
@@ -353,8 +350,6 @@ def write_index(settings: Settings, dag_run: dict[str, str] | None = None) -> Pa
     validation, newest first, grouped by DAG run; with `dag_run`, that DAG run's own
     page (`reports/dag-runs/<dag id>/<run id>.html`) too."""
     summaries = _summaries(settings)
-    docs_index = settings.reports / "data_docs" / "index.html"
-    data_docs = docs_index if docs_index.exists() else None
     index = settings.reports / "index.html"
     points = history(summaries)
     tables = sorted({t for p in points for t in p.tables} - DERIVED_CHECKS)
@@ -376,7 +371,6 @@ def write_index(settings: Settings, dag_run: dict[str, str] | None = None) -> Pa
         .get_template("index.html.j2")
         .render(
             groups=_by_dag_run(summaries, settings.reports, settings),
-            data_docs=_href(data_docs, settings.reports),
             charts=_charts(points),
             runs=len(points),
             tables=[(table, table_page(table)) for table in tables],

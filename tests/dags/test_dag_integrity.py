@@ -37,8 +37,9 @@ DAG_IDS = [
 BACKFILL_DAGS = ["lakehouse_backfill", "lakehouse_backfill_range"]
 # Modules that cost seconds to import or touch files: never at DAG parse time.
 HEAVY = ("pyspark", "great_expectations", "deltalake", "pandas", "pyarrow", "jobs")
-# The catalog is plain Python: the DAGs take their task and asset lists from it.
-LIGHT = ("jobs", "jobs.catalog")
+# The catalog and the date rules are plain Python: the DAGs take their task and asset
+# lists from the one, the range form its limit from the other.
+LIGHT = ("jobs", "jobs.catalog", "jobs.dates")
 
 IMPORT_PROBE = """
 import importlib.util, json, os, sys, time

@@ -6,16 +6,23 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.definitions.retry_policy import RetryAction
+from airflow.sdk.exceptions import AirflowException
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
-from include.errors import EXIT_BLOCKED, EXIT_FAILED
+from include.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_REFUSED
 from include.orchestration import layer_assets
-from include.orchestration.operators import LakehouseSubmitOperator, asset_table
+from include.orchestration.operators import (
+    RETRY_POLICY,
+    LakehouseSubmitOperator,
+    Refused,
+    asset_table,
+)
 from include.settings import Settings
 from jobs.quality.gate import Outcome
 from jobs.quality.validate import LayerCheck, TableCheck
@@ -43,15 +50,35 @@ def submit(app: Path, code: int) -> None:
     operator.execute(context={})
 
 
-def test_a_blocked_quality_gate_fails_without_retry(exiting_app):
-    with pytest.raises(AirflowFailException, match=r"blocking data-quality check\(s\) failed"):
-        submit(exiting_app, EXIT_BLOCKED)
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        (EXIT_BLOCKED, r"blocking data-quality check\(s\) failed \(exit code 3\); not retrying"),
+        (EXIT_REFUSED, r"refused to start \(exit code 4; its reason is the `refused:` line above"),
+    ],
+    ids=["blocked-gate", "refused"],
+)
+def test_a_blocked_gate_or_a_refusal_ends_the_task_in_one_line_without_retry(
+    exiting_app, capfd, code, reason
+):
+    with pytest.raises(Refused) as raised:
+        submit(exiting_app, code)
+    # A SystemExit: Airflow's task runner logs it as one line, no traceback; the
+    # operators' retry policy fails it for good.
+    assert raised.value.code == code
+    decision = RETRY_POLICY.evaluate(raised.value, try_number=1, max_tries=3)
+    assert decision.action is RetryAction.FAIL
+    out, err = capfd.readouterr()
+    refusals = [line for line in (out + err).splitlines() if " refused: " in line]
+    assert len(refusals) == 1 and re.search(reason, refusals[0]), out + err
+    assert "spark-submit" not in refusals[0]
 
 
 def test_any_other_failure_stays_retryable(exiting_app):
     with pytest.raises(AirflowException, match="Error code is: 1") as raised:
         submit(exiting_app, EXIT_FAILED)
-    assert not isinstance(raised.value, AirflowFailException)
+    decision = RETRY_POLICY.evaluate(raised.value, try_number=1, max_tries=3)
+    assert decision.action is RetryAction.DEFAULT
 
 
 def test_success_is_success(exiting_app):
@@ -106,8 +133,70 @@ def test_asset_events_only_for_the_tables_that_changed_with_their_facts(tmp_path
         "run_id": "run-silver-1",
         "report": "/lakehouse/reports/runs/run-silver-1.html",
     }
-    assert events[clicks].extra["quality"] == "passed with 1 warning(s)"
+    # A warning is named, without its table (the Asset names it).
+    assert (
+        events[clicks].extra["quality"]
+        == "passed with warnings: x (table): 0 of 10 rows unexpected"
+    )
     assert events[clicks].extra["rows_written"] == 7
+
+
+def late_fact(query: str, rows_in: int, dropped: int) -> dict:
+    return {
+        "query": query,
+        "rows_in": rows_in,
+        "dropped_late": dropped,
+        "late_share": dropped / rows_in,
+    }
+
+
+def test_a_late_drop_warning_is_named_on_the_asset_of_the_query_that_dropped_rows(tmp_path):
+    settings = Settings.load(data_root=tmp_path / "data")
+    run = RunOutcome("run-silver-2", "run", dt.datetime.now(dt.UTC), layers=("silver",))
+    late = Outcome(
+        "silver/late_drops", "table", "expect_query_to_return_no_rows",
+        "no query drops more than 5% of its input as late", False, False, 2, 1, None,
+        sample=("silver/user_actions dropped 8.9% of its input as late (244 of 2755 rows)",),
+    )  # fmt: skip
+    run.checks = [
+        LayerCheck(
+            "silver",
+            [
+                TableCheck(
+                    "silver/user_actions", 2, 1, [outcome("silver/user_actions")], rows_written=9
+                ),
+                TableCheck(
+                    "silver/impressions", 2, 1, [outcome("silver/impressions")], rows_written=5
+                ),
+                TableCheck(
+                    "silver/late_drops",
+                    None,
+                    None,
+                    [late],
+                    facts=[
+                        late_fact("silver/user_actions", 2755, 244),
+                        late_fact("silver/impressions", 10, 0),
+                    ],
+                ),
+            ],
+        )
+    ]
+    write_run_report(settings, run)
+    operator = LakehouseSubmitOperator(
+        task_id="silver",
+        application="unused.py",
+        outlets=layer_assets("silver"),
+        env_vars={"LAKEHOUSE_REPORTS_DIR": str(settings.reports)},
+    )
+    operator.lakehouse_run_id = run.run_id
+    events = OutletEventAccessors()
+    operator.publish_changes({"outlet_events": events})
+    quality = {asset_table(a): events[a].extra["quality"] for a in operator.outlets}
+    assert quality == {
+        "silver/user_actions": "passed with warnings: dropped 8.9% of its input as late "
+        "(244 of 2,755 rows; `lakehouse backfill --pending` recovers them)",
+        "silver/impressions": "passed",
+    }
 
 
 def test_without_a_report_every_declared_asset_keeps_its_event(tmp_path):

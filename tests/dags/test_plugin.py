@@ -11,9 +11,12 @@ import pytest
 from fastapi import HTTPException
 
 from include.orchestration.plugin import (
+    NOTE_LIMIT,
     BackfillFormCheck,
     LakehousePlugin,
     checked_trigger,
+    no_reports_page,
+    noted,
     report_file,
     served,
 )
@@ -51,12 +54,42 @@ def test_a_good_range_passes_with_its_note():
         ({"start": "2026-11-01", "end": "2026-11-01", "layers": [5]}, "layers: expected a list"),
         ({"start": 20261101, "end": "2026-11-01"}, "start: expected a date"),
         (["2026-11-01"], "conf: expected an object, got list"),
+        (
+            {"start": "1900-01-01", "end": "2999-12-31"},
+            "1900-01-01..2999-12-31 is 401,767 days, more than 366: check the dates, or tick "
+            '"Yes, the whole range"',
+        ),
     ],
 )
 def test_a_bad_range_is_refused_with_the_reason(conf, reason):
     _, refusal = checked_trigger(body(conf))
     assert refusal is not None
     assert refusal.startswith("lakehouse_backfill_range: ") and reason in refusal
+
+
+def test_a_long_range_runs_with_the_whole_range_box_ticked():
+    form = {"start": "2024-01-01", "end": "2026-11-01", "whole_range": True}
+    checked, refusal = checked_trigger(body(form))
+    assert refusal is None
+    assert json.loads(checked)["note"] == "backfill 2024-01-01..2026-11-01, layers silver, gold"
+
+
+def test_a_runs_note_gets_its_tasks_lines_after_what_it_says():
+    warning = "silver: passed with 1 warning(s): silver/late_drops: ..."
+    assert noted(None, []) is None
+    assert noted("backfill 2026-11-01..2026-11-01, layers gold", []) is None
+    assert noted(None, [warning]) == warning
+    said = noted("backfill 2026-11-01..2026-11-01, layers gold", [warning])
+    assert said == f"backfill 2026-11-01..2026-11-01, layers gold\n{warning}"
+    assert noted(said, [warning]) is None  # said once, however often the run ends
+    long = noted("note", ["x" * 2000])
+    assert long is not None and len(long) == NOTE_LIMIT and long.endswith("…")
+
+
+def test_a_run_without_reports_gets_a_page_that_says_so_with_its_ids_escaped():
+    page = no_reports_page("lakehouse_incremental", "manual__<script>alert(1)</script>")
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "No lakehouse report for <code>lakehouse_incremental</code>" in page
 
 
 def test_a_caller_without_a_token_passes_to_airflow_unread():

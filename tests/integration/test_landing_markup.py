@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -148,3 +150,24 @@ def test_every_report_page_holds_the_markup_only_as_text(attacked):
         text = page.read_text()
         assert IMG not in text and SCRIPT not in text, page
         assert "<script" not in text.lower(), page
+
+
+def test_every_link_of_every_report_page_leads_to_a_file_of_the_reports_folder(attacked):
+    """Two runs and a parity check: the second run's Data Docs build keeps the first's
+    pages (its report links them), and no page links the web (offline, dead) or the Data
+    Docs index (not built: its table needs scripts). Over HTTP, behind Airflow's login:
+    test_airflow_ui.py's crawl."""
+    settings, _, _ = attacked
+    reports = settings.reports.resolve()
+    docs_links: dict[str, int] = {}
+    for page in sorted(reports.rglob("*.html")):
+        for link in re.findall(r'(?:href|src)="([^"#]*)[^"]*"', page.read_text()):
+            if not link:
+                continue  # an anchor in the page itself
+            assert not re.match(r"[a-z]+:|//", link), (page, link)
+            target = (page.parent / unquote(link)).resolve()
+            assert target.is_relative_to(reports) and target.is_file(), (page, link)
+            if page.parent.name == "runs" and "data_docs" in target.parts:
+                docs_links[page.stem] = docs_links.get(page.stem, 0) + 1
+    # The two runs' reports (the parity check runs no checks) each link Data Docs pages.
+    assert len(docs_links) == 2 and min(docs_links.values()) > 10, docs_links

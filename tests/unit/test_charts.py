@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import xml.etree.ElementTree as ET
 
-from jobs.reports.charts import history, line_chart
+from jobs.reports.charts import LEGEND_CHAR_PX, history, line_chart
 
 
 def report(run_id: str, started: str, layer: str, dag_run: str | None = None, **figures):
@@ -74,3 +75,22 @@ def test_a_chart_is_valid_svg_with_a_gap_where_a_value_is_missing():
 def test_a_chart_without_data_says_so():
     svg = str(line_chart("Freshness", [], {}))
     assert "no data yet" in svg
+
+
+def test_legend_names_never_overlap_however_long():
+    """The freshness chart's gold table names once ran into each other."""
+    names = ["gold/ad_performance_hourly", "gold/campaign_daily", "gold/actions_10min", "x"]
+    svg = line_chart("Freshness", ["a", "b"], {name: [1, 2] for name in names}, " h")
+    root = ET.fromstring(str(svg))  # noqa: S314 (our own output)
+    ns = "{http://www.w3.org/2000/svg}"
+    legend = [t for t in root.findall(f"{ns}text") if t.get("class") == "legend"]
+    assert [t.text for t in legend] == names
+    spans = sorted(
+        (float(t.get("y")), float(t.get("x")), float(t.get("x")) + LEGEND_CHAR_PX * len(t.text))
+        for t in legend
+    )
+    for (y1, _, end), (y2, start, _) in itertools.pairwise(spans):
+        assert y1 != y2 or end <= start, spans  # on one line, one after the other
+    width = float(root.get("width"))
+    assert all(end <= width for _, _, end in spans), spans
+    assert float(root.get("height")) >= max(y for y, _, _ in spans) + 4

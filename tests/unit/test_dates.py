@@ -28,9 +28,17 @@ def test_the_form_gives_the_three_commands():
     assert request.describe() == "backfill 2026-11-01..2026-11-03, layers gold"
 
 
-def test_a_range_may_span_years():
-    request = backfill_request("2000-01-01", "2026-11-01", None)
+def test_a_range_may_span_years_once_the_form_says_the_whole_range():
+    request = backfill_request("2000-01-01", "2026-11-01", None, whole_range=True)
     assert (request.dates.end - request.dates.start).days > 9000
+
+
+@pytest.mark.parametrize("whole_range", [False, None, "true", 1])
+def test_a_range_longer_than_the_limit_is_refused_without_the_box_ticked(whole_range):
+    with pytest.raises(ValueError, match="is 367 days, more than 366: check the dates"):
+        backfill_request("2025-01-01", "2026-01-02", None, whole_range)
+    # A year and a day is the longest range that runs without it.
+    assert backfill_request("2025-01-01", "2026-01-01", None, whole_range).dates
 
 
 def test_layers_come_back_in_pipeline_order():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import json
 from pathlib import Path
@@ -98,3 +99,22 @@ def test_landing_is_empty(tmp_path):
 def test_invalid_configuration_is_refused(bad):
     with pytest.raises(ValueError):
         GeneratorConfig(**{"events": 10, "seed": 1, **bad})
+
+
+def test_the_summary_says_which_event_times_it_wrote(tmp_path):
+    """Clicks and sessions run past the days asked for: the span says where the next
+    drop may start without its events falling behind the streams' watermarks."""
+    summary = generate(GeneratorConfig(events=3000, seed=5, days=2), tmp_path)
+    times = []
+    for source in SOURCES:
+        for line in landing_lines(tmp_path, source):
+            try:
+                moment = dt.datetime.fromisoformat(json.loads(line)["event_time"])
+            except (ValueError, KeyError, TypeError):
+                continue  # a malformed line
+            times.append(moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%MZ"))
+    # Malformed lines (0.5%) carry times from inside the span too.
+    words = summary.span().split()
+    assert (words[2], words[4]) == (min(times), max(times))
+    assert max(times) > "2026-11-03T"  # past the two days asked for
+    assert f"a later drop should start after {max(times)}" in summary.describe()
