@@ -12,6 +12,10 @@ It keeps a daily schedule for Airflow's own backfills too:
 --to-date ...` creates one run per day, each recomputing its day (Airflow
 refuses to backfill a DAG without a schedule).
 
+Its `backfill` task waits until no run of `lakehouse_incremental` is in
+progress. It starts paused: unpausing it (the trigger dialog's box does)
+also starts the run of the day that ended.
+
 For a date range of your choice from the UI, trigger
 `lakehouse_backfill_range` instead: its form takes the range and the layers,
 and it has no schedule, so triggering it never starts anything else.
@@ -24,11 +28,12 @@ from typing import Any
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, chain, task
 
-from include.orchestration import DEFAULT_ARGS, TAGS, backfill_tasks, request_commands
+from include.orchestration import DEFAULT_ARGS, TAGS, backfill_tasks, described, request_commands
 
 with DAG(
-    dag_id="lakehouse_backfill",
-    description="nightly: recompute the dates that received late data, validate, diff",
+    **described(
+        "lakehouse_backfill", "nightly: recompute the dates that received late data, validate, diff"
+    ),
     # Data intervals of whole UTC days, each run after its day has ended.
     schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),

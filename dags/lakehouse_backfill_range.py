@@ -4,11 +4,14 @@ check_request -> backfill -> validate -> parity
 
 Trigger it from the UI (the Trigger button opens the form): a start and an
 end date (UTC, both inclusive) and the layers to recompute. It has no
-schedule: triggering it starts this one run and nothing else. The form is
-checked when you press Trigger (an end before the start is refused there,
-by the lakehouse Airflow plugin, and the run gets the range as its note);
-a run created some other way (`airflow dags trigger -c '{...}'`) is checked
-by `check_request` and fails with a one-line reason before any Spark job.
+schedule, and so starts unpaused: triggering it starts this one run and
+nothing else. The form is checked when you press Trigger (an end before the
+start, or a range of more than 366 days without the "Yes, the whole range"
+box, is refused there by the lakehouse Airflow plugin, and the run gets the
+range as its note); a run created some other way (`airflow dags trigger -c
+'{...}'`) is checked by `check_request` and fails with a one-line reason,
+also in its note, before any Spark job. Its `backfill` task waits until no
+run of `lakehouse_incremental` is in progress.
 
 For the dates that received late data, the nightly `lakehouse_backfill`
 does it on its own; `airflow backfill create` works on that one too.
@@ -21,13 +24,15 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, chain, task
 
-from include.orchestration import DEFAULT_ARGS, TAGS, backfill_tasks, request_commands
+from include.orchestration import DEFAULT_ARGS, TAGS, backfill_tasks, described, request_commands
 from jobs.catalog import DERIVED_LAYERS
 from jobs.dates import FORM_MAX_DAYS
 
 with DAG(
-    dag_id="lakehouse_backfill_range",
-    description="recompute silver and gold for a date range in batch, then validate and diff",
+    **described(
+        "lakehouse_backfill_range",
+        "recompute silver and gold for a date range in batch, then validate and diff",
+    ),
     schedule=None,
     # Nothing to schedule, so nothing to pause: the trigger dialog has no "Unpause"
     # box, and a refused form changes nothing.
@@ -43,7 +48,8 @@ with DAG(
             type="string",
             format="date",
             title="Start date",
-            description="First event date (UTC), inclusive.",
+            description="First event date (UTC), inclusive. Airflow's Logical Date above "
+            "only labels the run: these dates decide what is recomputed.",
         ),
         "end": Param(
             type="string",

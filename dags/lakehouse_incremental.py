@@ -43,6 +43,7 @@ from include.orchestration import (
     INCREMENTAL_PRIORITY,
     TAGS,
     WRITERS_POOL,
+    described,
     lakehouse_submit,
     layer_assets,
     layer_inputs,
@@ -58,8 +59,9 @@ KAFKA_ARGUMENTS = [
 ]
 
 with DAG(
-    dag_id=INCREMENTAL_DAG,
-    description="landing -> bronze -> silver -> gold, exactly once, with quality gates",
+    **described(
+        INCREMENTAL_DAG, "landing -> bronze -> silver -> gold, exactly once, with quality gates"
+    ),
     schedule=SCHEDULE if SCHEDULED else None,
     # Paused until someone unpauses it only when it has a schedule to start.
     is_paused_upon_creation=None if SCHEDULED else False,

@@ -21,11 +21,13 @@ import datetime as dt
 
 from airflow.sdk import DAG
 
-from include.orchestration import DEFAULT_ARGS, TAGS, WRITERS_POOL, lakehouse_submit
+from include.orchestration import DEFAULT_ARGS, TAGS, WRITERS_POOL, described, lakehouse_submit
 
 with DAG(
-    dag_id="lakehouse_maintenance",
-    description="compact and vacuum every Delta table, expire old reports, validate whole tables",
+    **described(
+        "lakehouse_maintenance",
+        "compact and vacuum every Delta table, expire old reports, validate whole tables",
+    ),
     schedule="0 3 * * *",
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,

@@ -171,7 +171,7 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
         retry (`RETRY_POLICY`)."""
         self.log.error("refused: %s", reason)
         self.keep_outcome(context, f"{self.task_id}: refused: {reason}")
-        raise Refused(code)
+        raise Refused(code) from None
 
     def say_warnings(self, context: Any) -> None:
         """A job whose checks passed with warnings says so: a line per warning in the task

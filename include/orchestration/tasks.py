@@ -62,6 +62,17 @@ DEFAULT_ARGS: dict[str, Any] = {
 }
 
 
+def described(dag_id: str, description: str) -> dict[str, str]:
+    """A DAG's id, description and display name: Airflow 3.3's DAG list shows a DAG's
+    description only on hover, its display name always, so that is the id and what the
+    DAG does."""
+    return {
+        "dag_id": dag_id,
+        "description": description,
+        "dag_display_name": f"{dag_id} · {description}",
+    }
+
+
 def layer_tables(layer: str) -> tuple[str, ...]:
     """The tables a layer's tasks write, from the catalog (bronze: per source, and quarantine)."""
     if layer == "bronze":

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from airflow.sdk.definitions.retry_policy import RetryAction
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowRescheduleException
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
 from include.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_REFUSED
@@ -89,6 +89,24 @@ def outcome(table: str, success: bool = True, blocking: bool = True) -> Outcome:
     return Outcome(table, "table", "expect_x", "x", blocking, success, 10, 0, None)
 
 
+def published(
+    settings: Settings, run: RunOutcome
+) -> tuple[LakehouseSubmitOperator, OutletEventAccessors]:
+    """The silver task's operator after its job wrote `run`'s report: its outlets narrowed
+    to the changed tables, and their events."""
+    write_run_report(settings, run)
+    operator = LakehouseSubmitOperator(
+        task_id="silver",
+        application="unused.py",
+        outlets=layer_assets("silver"),
+        env_vars={"LAKEHOUSE_REPORTS_DIR": str(settings.reports)},
+    )
+    operator.lakehouse_run_id = run.run_id
+    events = OutletEventAccessors()
+    operator.publish_changes({"outlet_events": events})
+    return operator, events
+
+
 def test_asset_events_only_for_the_tables_that_changed_with_their_facts(tmp_path):
     """After the job, the task keeps an event for each table its report says changed."""
     settings = Settings.load(data_root=tmp_path / "data")
@@ -112,16 +130,7 @@ def test_asset_events_only_for_the_tables_that_changed_with_their_facts(tmp_path
             ],
         )
     ]
-    write_run_report(settings, run)
-    operator = LakehouseSubmitOperator(
-        task_id="silver",
-        application="unused.py",
-        outlets=layer_assets("silver"),
-        env_vars={"LAKEHOUSE_REPORTS_DIR": str(settings.reports)},
-    )
-    operator.lakehouse_run_id = run.run_id
-    events = OutletEventAccessors()
-    operator.publish_changes({"outlet_events": events})
+    operator, events = published(settings, run)
 
     assert [asset_table(a) for a in operator.outlets] == ["silver/impressions", "silver/clicks"]
     impressions, clicks = operator.outlets
@@ -181,16 +190,7 @@ def test_a_late_drop_warning_is_named_on_the_asset_of_the_query_that_dropped_row
             ],
         )
     ]
-    write_run_report(settings, run)
-    operator = LakehouseSubmitOperator(
-        task_id="silver",
-        application="unused.py",
-        outlets=layer_assets("silver"),
-        env_vars={"LAKEHOUSE_REPORTS_DIR": str(settings.reports)},
-    )
-    operator.lakehouse_run_id = run.run_id
-    events = OutletEventAccessors()
-    operator.publish_changes({"outlet_events": events})
+    operator, events = published(settings, run)
     quality = {asset_table(a): events[a].extra["quality"] for a in operator.outlets}
     assert quality == {
         "silver/user_actions": "passed with warnings: dropped 8.9% of its input as late "
@@ -209,3 +209,36 @@ def test_without_a_report_every_declared_asset_keeps_its_event(tmp_path):
     operator.lakehouse_run_id = "run-that-wrote-nothing"
     operator.publish_changes({"outlet_events": OutletEventAccessors()})
     assert operator.outlets == layer_assets("gold")
+
+
+class RunsOf:
+    """What a task instance answers about another DAG's runs (Airflow's
+    `RuntimeTaskInstance.get_dr_count`), with a given count."""
+
+    def __init__(self, active: int) -> None:
+        self.active = active
+        self.asked: list[tuple[str, list[str] | None]] = []
+
+    def get_dr_count(self, dag_id: str, states: list[str] | None = None, **_: object) -> int:
+        self.asked.append((dag_id, states))
+        return self.active
+
+
+def test_a_backfill_gives_the_slot_back_while_the_incremental_dag_has_a_run(exiting_app):
+    """Rescheduled (`up_for_reschedule`: not a failed try), before spark-submit starts."""
+    operator = LakehouseSubmitOperator(
+        task_id="backfill",
+        application=str(exiting_app),
+        application_args=["1"],  # would fail, were it submitted
+        conn_id="spark_default",
+        waits_for="lakehouse_incremental",
+    )
+    ti = RunsOf(active=1)
+    with pytest.raises(AirflowRescheduleException) as raised:
+        operator.execute(context={"ti": ti})
+    assert ti.asked == [("lakehouse_incremental", ["queued", "running"])]
+    wait = raised.value.reschedule_date - dt.datetime.now(dt.UTC)
+    assert dt.timedelta(seconds=20) < wait <= dt.timedelta(seconds=30)
+    # No run in progress: it submits (and this application's exit code 0 passes).
+    operator.application_args = ["0"]
+    operator.execute(context={"ti": RunsOf(active=0)})

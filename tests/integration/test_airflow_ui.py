@@ -19,6 +19,8 @@ import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -26,16 +28,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 from dev.local_airflow import ADMIN, LocalAirflow
 from dev.processes import wait_until
-from tests.helpers import REPO, run_in_process
+from tests.helpers import REPO, delta_table, run_in_process, settings_for
 
 pytestmark = pytest.mark.slow
 
 SCREENSHOTS = Path(os.environ.get("LAKEHOUSE_SCREENSHOTS", REPO / "build" / "screenshots"))
-# The day the DAG run ingests (generate_day(root, 3)), gold only.
-RANGE = {"start": "2026-11-03", "end": "2026-11-03", "layers": ["gold"]}
+# The day the first DAG run ingests (generate_day(root, 3)), which the second drop's
+# late events belong to too: the backfill recomputes it, silver and gold.
+RANGE = {"start": "2026-11-03", "end": "2026-11-03", "layers": ["silver", "gold"]}
 
 
 def free_port() -> int:
@@ -80,7 +84,7 @@ class LiveAirflow:
             return Response(error.code, error.read().decode(), dict(error.headers))
 
     def trigger(self, dag_id: str, conf: dict | None = None) -> Response:
-        self.request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+        """What the Trigger dialog sends (the DAGs triggered here start unpaused)."""
         return self.request(
             "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}}
         )
@@ -104,12 +108,16 @@ class LiveAirflow:
         return self.request("GET", path).json()["extra_links"]
 
 
-def generate_day(root: Path, day: int) -> None:
+def generate(root: Path, seed: int, start: str, days: int = 1) -> None:
     generated = run_in_process(
-        "generate", "--events", "1500", "--seed", str(day), "--start", f"2026-11-0{day}",
-        "--data-root", str(root),
+        "generate", "--events", "1500", "--seed", str(seed), "--start", start,
+        "--days", str(days), "--data-root", str(root),
     )  # fmt: skip
     assert generated.returncode == 0, generated.stderr
+
+
+def generate_day(root: Path, day: int) -> None:
+    generate(root, day, f"2026-11-0{day}")
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +129,9 @@ def live(request, spark, tmp_path_factory) -> LiveAirflow:
         generate_day(root, day)
         done = run_in_process("run", "--data-root", str(root))
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    generate_day(root, 3)  # for the DAG run
-    airflow = LocalAirflow(base / "airflow", free_port(), "local[2]", root, schedule="none")
+    generate_day(root, 3)  # for the first DAG run
+    # As `make airflow-up` starts it: lakehouse_incremental without a schedule.
+    airflow = LocalAirflow(base / "airflow", free_port(), "local[2]", root)
     services = airflow.start()
     try:
         token = urllib.request.urlopen(  # noqa: S310 (local)
@@ -146,33 +155,197 @@ def live(request, spark, tmp_path_factory) -> LiveAirflow:
 
 
 @pytest.fixture(scope="module")
-def incremental(live) -> dict:
-    """One run of the incremental DAG, as the Trigger button starts it."""
-    run = live.trigger("lakehouse_incremental").json()
-    done = live.wait_for("lakehouse_incremental", run["dag_run_id"])
-    assert done["state"] == "success", done
-    return done
+def browser(live):
+    """Headless Chromium driven by Selenium, logged in as the UI does it (Airflow's
+    session cookie holds the token); None without chromium and chromedriver."""
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver_path is None:
+        yield None
+        return
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1400,1000",
+        "--lang=en-US",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        driver.get(f"{live.airflow.url}/api/v2/monitor/health")
+        driver.add_cookie({"name": "_token", "value": live.token, "path": "/"})
+        yield driver
+    finally:
+        driver.quit()
+
+
+def needs(browser) -> None:
+    if browser is None:
+        pytest.skip("chromium and chromedriver are not installed (`make browser`)")
+
+
+def all_runs(live: LiveAirflow) -> dict[str, list[str]]:
+    """Every DAG's runs, by run id."""
+    return {
+        dag["dag_id"]: [
+            run["dag_run_id"]
+            for run in live.request("GET", f"/api/v2/dags/{dag['dag_id']}/dagRuns").json()[
+                "dag_runs"
+            ]
+        ]
+        for dag in live.request("GET", "/api/v2/dags").json()["dags"]
+    }
+
+
+def click_trigger(browser, live: LiveAirflow, dag_id: str) -> None:
+    """The Trigger button on the DAG's page, then the dialog's own, as a user does."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(f"{live.airflow.url}/dags/{dag_id}")
+    trigger = (By.XPATH, "//button[normalize-space()='Trigger']")
+    WebDriverWait(browser, 60).until(expected_conditions.element_to_be_clickable(trigger)).click()
+    dialog = (By.XPATH, "//*[@role='dialog']//button[normalize-space()='Trigger']")
+    WebDriverWait(browser, 60).until(expected_conditions.element_to_be_clickable(dialog)).click()
+
+
+@dataclass
+class FirstRun:
+    run: dict  # the incremental DAG's run, ended
+    runs_then: dict[str, list[str]]  # every DAG's runs once it had ended
+    dialog_text: str  # what the trigger dialog said
 
 
 @pytest.fixture(scope="module")
-def range_backfill(request, live, incremental) -> dict:
-    """The range backfill triggered with its form's values, after the incremental run.
+def first_run(live, browser) -> FirstRun:
+    """A first-day user's click on Trigger on a freshly started Airflow (the REST API's
+    trigger without a browser), and every DAG's runs once that run has ended."""
+    dialog_text = ""
+    if browser is None:
+        live.trigger("lakehouse_incremental")
+    else:
+        from selenium.webdriver.common.by import By
 
-    Waited for only with --full (test_the_range_backfill_updates_the_assets_of_what_it_
-    rewrote); otherwise stopped once triggered, as a user marks a run failed in the UI,
-    so that its Spark tasks do not share the machine with the tests that follow (they
-    never finished before Airflow stopped). Its tasks' reports are the CLI's
-    (test_late_data, test_parity); test_airflow_dags.py runs the DAG to its end with
-    --full.
-    """
-    response = live.trigger("lakehouse_backfill_range", RANGE)
+        click_trigger(browser, live, "lakehouse_incremental")
+        dialog_text = browser.find_element(By.XPATH, "//*[@role='dialog']").text
+    wait_until(lambda: all_runs(live)["lakehouse_incremental"], 60, "the run the click created")
+    (run_id,) = all_runs(live)["lakehouse_incremental"]
+    done = live.wait_for("lakehouse_incremental", run_id)
+    return FirstRun(done, all_runs(live), dialog_text)
+
+
+@pytest.fixture(scope="module")
+def incremental(first_run) -> dict:
+    """The first run of the incremental DAG, passed."""
+    assert first_run.run["state"] == "success", first_run.run
+    return first_run.run
+
+
+@dataclass
+class BusyRuns:
+    incremental: dict  # the second incremental run, ended: silver passed with warnings
+    backfill: dict  # the range backfill triggered while it ran, ended
+
+
+@pytest.fixture(scope="module")
+def busy(live, incremental) -> BusyRuns:
+    """A second data drop whose first day the streams have passed already (its events
+    arrive behind the watermark: silver drops them as late, with a warning), ingested by
+    a second incremental run; the range backfill is triggered with its form's values
+    while that run is in progress, and waits for it."""
+    generate(live.root, 4, "2026-11-02", days=2)
+    run = live.trigger("lakehouse_incremental").json()
+    wait_until(
+        lambda: any(
+            t["task_id"] == "bronze" and t["state"] == "running"
+            for t in live.request(
+                "GET", f"{live.run_path('lakehouse_incremental', run['dag_run_id'])}/taskInstances"
+            ).json()["task_instances"]
+        ),
+        120,
+        "the second incremental run's bronze task",
+    )
+    response = live.request(
+        "POST",
+        "/api/v2/dags/lakehouse_backfill_range/dagRuns",
+        {"logical_date": None, "conf": RANGE},
+    )
     assert response.status == 200, response.body
-    run = response.json()
-    if not request.config.getoption("--full"):
-        path = live.run_path("lakehouse_backfill_range", run["dag_run_id"])
-        stopped = live.request("PATCH", path, {"state": "failed"})
-        assert stopped.status == 200, stopped.body
-    return run
+    backfill = response.json()
+    return BusyRuns(
+        live.wait_for("lakehouse_incremental", run["dag_run_id"]),
+        live.wait_for("lakehouse_backfill_range", backfill["dag_run_id"]),
+    )
+
+
+@pytest.fixture(scope="module")
+def range_backfill(busy) -> dict:
+    return busy.backfill
+
+
+def task_instances(live: LiveAirflow, dag_id: str, run_id: str) -> dict[str, dict]:
+    path = f"{live.run_path(dag_id, run_id)}/taskInstances"
+    return {t["task_id"]: t for t in live.request("GET", path).json()["task_instances"]}
+
+
+def task_log(live: LiveAirflow, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+    path = f"{live.run_path(dag_id, run_id)}/taskInstances/{task_id}/logs/{try_number}"
+    found = live.request("GET", f"{path}?full_content=true")
+    assert found.status == 200, found.body[:300]
+    return json.dumps(found.json())
+
+
+def test_one_click_on_trigger_runs_the_pipeline_once(first_run):
+    """No schedule under `make airflow-up`, and unpaused from the start: the dialog has
+    no "Unpause" box that would start a scheduled run beside the manual one."""
+    assert {dag: len(runs) for dag, runs in first_run.runs_then.items()} == {
+        "lakehouse_incremental": 1,
+        "lakehouse_backfill": 0,
+        "lakehouse_backfill_range": 0,
+        "lakehouse_maintenance": 0,
+    }
+    (run_id,) = first_run.runs_then["lakehouse_incremental"]
+    assert run_id.startswith("manual__"), run_id
+    assert "Unpause" not in first_run.dialog_text, first_run.dialog_text
+
+
+def test_a_backfill_triggered_during_an_incremental_run_waits_for_it_then_runs_once(live, busy):
+    assert busy.incremental["state"] == "success", busy.incremental
+    assert busy.backfill["state"] == "success", busy.backfill
+    layers = task_instances(live, "lakehouse_incremental", busy.incremental["dag_run_id"])
+    tasks = task_instances(live, "lakehouse_backfill_range", busy.backfill["dag_run_id"])
+    # Every task on its first try, and the backfill after the run's last layer.
+    assert {t: (i["state"], i["try_number"]) for t, i in tasks.items()} == dict.fromkeys(
+        ("check_request", "backfill", "validate", "parity"), ("success", 1)
+    )
+    assert tasks["backfill"]["start_date"] >= layers["gold"]["end_date"], (tasks, layers)
+
+
+def test_a_layer_that_passed_with_warnings_says_so_in_its_log_its_run_note_and_its_assets(
+    live, busy
+):
+    run_id = busy.incremental["dag_run_id"]
+    note = busy.incremental["note"] or ""
+    assert note.startswith("silver: passed with 1 warning(s): silver/late_drops: "), note
+    assert "of its input as late" in note and "bronze" not in note, note
+    log = task_log(live, "lakehouse_incremental", run_id, "silver", 1)
+    assert "data-quality warning: silver/late_drops: " in log, log[-2000:]
+    events = asset_events(live, "lakehouse_incremental", run_id)
+    quality = {name: event["extra"]["quality"] for name, event in events.items()}
+    warned = {name for name, said in quality.items() if said.startswith("passed with warnings")}
+    assert "lakehouse.silver.user_actions" in warned, quality
+    assert not any(name.startswith("lakehouse.bronze.") for name in warned), quality
+    assert "of its input as late" in quality["lakehouse.silver.user_actions"]
 
 
 def test_the_home_page_shows_every_component_healthy_triggerer_included(live):
@@ -300,8 +473,9 @@ def test_the_reports_route_serves_nothing_outside_the_reports_folder(live, incre
         ({"start": "2026-11-01"}, "give a start and an end date"),
         ({"start": "2026-11-01", "end": "2026-11-01", "layers": ["bronze"]}, "layers: choose"),
         ({"start": "2026-11-01", "end": "2026-11-01", "layers": 5}, "layers: expected a list"),
+        ({"start": "1900-01-01", "end": "2999-12-31"}, "more than 366: check the dates"),
     ],
-    ids=["end-before-start", "no-end", "unknown-layer", "layers-not-a-list"],
+    ids=["end-before-start", "no-end", "unknown-layer", "layers-not-a-list", "longer-than-366"],
 )
 def test_the_range_form_is_refused_before_a_run_is_created(live, form, reason):
     runs = "/api/v2/dags/lakehouse_backfill_range/dagRuns"
@@ -313,6 +487,12 @@ def test_the_range_form_is_refused_before_a_run_is_created(live, form, reason):
         or reason in (refused.json()["detail"])
     )
     assert live.request("GET", runs).json()["total_entries"] == before
+    # A refusal changes no DAG's pause state: the range DAG stays unpaused (it has no
+    # schedule), the nightly one paused.
+    paused = {
+        d["dag_id"]: d["is_paused"] for d in live.request("GET", "/api/v2/dags").json()["dags"]
+    }
+    assert paused["lakehouse_backfill_range"] is False and paused["lakehouse_backfill"] is True
     # Without credentials the form is not looked at: Airflow refuses, naming nothing.
     anonymous = live.request("POST", runs, {"logical_date": None, "conf": form}, token="")
     assert anonymous.status == 401, anonymous.body
@@ -320,116 +500,236 @@ def test_the_range_form_is_refused_before_a_run_is_created(live, form, reason):
 
 
 def test_the_range_backfill_runs_alone_and_names_its_range(live, range_backfill):
-    assert range_backfill["note"] == "backfill 2026-11-03..2026-11-03, layers gold"
-    # Triggering it unpaused it, and it has no schedule: this run is its only one, and
-    # the nightly backfill (paused) has none.
+    assert (
+        range_backfill["note"].splitlines()[0]
+        == "backfill 2026-11-03..2026-11-03, layers silver, gold"
+    )
+    # It has no schedule (and so starts unpaused): this run is its only one, and the
+    # nightly backfill (paused) has none.
     for dag_id, runs in (("lakehouse_backfill_range", 1), ("lakehouse_backfill", 0)):
         listed = live.request("GET", f"/api/v2/dags/{dag_id}/dagRuns").json()
         assert listed["total_entries"] == runs, (dag_id, listed)
 
 
-@pytest.mark.full  # the backfill's four tasks: about four minutes
-def test_the_range_backfill_updates_the_assets_of_what_it_rewrote(live, range_backfill):
-    """Its validate task checks the gold tables the backfill rewrote and updates their
-    Assets; the silver ones, not recomputed, get no event."""
-    run_id = range_backfill["dag_run_id"]
+def test_a_refused_request_is_one_line_in_the_log_and_the_run_note(live, range_backfill):
+    """`airflow dags trigger` creates a run without the api-server's form check:
+    `check_request` refuses it, in one line, into the run's note too; no retry."""
+    form = json.dumps({"start": "2026-11-03", "end": "2026-11-01"})
+    created = subprocess.run(
+        [str(Path(sys.executable).with_name("airflow")), "dags", "trigger",
+         "lakehouse_backfill_range", "-c", form],
+        env=live.airflow.env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr[-2000:]
+    runs = all_runs(live)["lakehouse_backfill_range"]
+    (run_id,) = set(runs) - {range_backfill["dag_run_id"]}
     done = live.wait_for("lakehouse_backfill_range", run_id)
-    path = f"{live.run_path('lakehouse_backfill_range', run_id)}/taskInstances"
-    tasks = live.request("GET", path).json()["task_instances"]
-    assert {t["task_id"]: t["state"] for t in tasks}["validate"] == "success", (done, tasks)
+    assert done["state"] == "failed"
+    reason = "refused: start 2026-11-03 is after end 2026-11-01"
+    assert done["note"] == f"check_request: {reason}", done["note"]
+    tasks = task_instances(live, "lakehouse_backfill_range", run_id)
+    assert (tasks["check_request"]["state"], tasks["check_request"]["try_number"]) == ("failed", 1)
+    log = task_log(live, "lakehouse_backfill_range", run_id, "check_request", 1)
+    assert reason in log and "Traceback" not in log, log[-2000:]
+
+
+def test_the_range_backfill_updates_the_assets_of_what_it_rewrote(live, range_backfill):
+    """Its validate task checks the tables the backfill rewrote and updates their Assets;
+    bronze, not recomputed, gets no event."""
+    run_id = range_backfill["dag_run_id"]
+    tasks = task_instances(live, "lakehouse_backfill_range", run_id)
+    assert tasks["validate"]["state"] == "success", (range_backfill, tasks)
     changed = reported_changes(live, "lakehouse_backfill_range", run_id, "validate")
     events = asset_events(live, "lakehouse_backfill_range", run_id)
     assert set(events) == set(changed)
-    assert events and all(name.startswith("lakehouse.gold.") for name in events), events
+    assert "lakehouse.silver.user_actions" in events and "lakehouse.gold.user_status" in events
+    assert not any(name.startswith("lakehouse.bronze.") for name in events), events
     for name, event in events.items():
         assert event["source_task_id"] == "validate"
         assert event["extra"]["delta_version"] == changed[name]["version"], event
 
 
-def test_screenshots_of_what_a_user_sees(live, incremental, range_backfill):
-    """Saved for people to look at (the issue asks for them); the assertions check each
+@pytest.fixture(scope="module")
+def blocked(live, busy) -> dict:
+    """A third incremental run after a duplicate key was edited into silver: its silver
+    task's checks fail on their first try, and gold is never started."""
+    path = settings_for(live.root).table("silver", "impressions")
+    first, second = delta_table(path).slice(0, 2).to_pylist()
+    DeltaTable(str(path)).update(
+        predicate=f"impression_id = '{second['impression_id']}'",
+        new_values={"impression_id": first["impression_id"], "ad_id": "ad-edited"},
+    )
+    run = live.trigger("lakehouse_incremental").json()
+    return live.wait_for("lakehouse_incremental", run["dag_run_id"])
+
+
+def test_a_blocked_gate_fails_its_task_at_once_in_one_line_and_gold_never_runs(live, blocked):
+    run_id = blocked["dag_run_id"]
+    assert blocked["state"] == "failed", blocked
+    tasks = task_instances(live, "lakehouse_incremental", run_id)
+    assert {t: (i["state"], i["try_number"]) for t, i in tasks.items()} == {
+        "bronze": ("success", 1),
+        "silver": ("failed", 1),  # no retry
+        "gold": ("upstream_failed", 0),
+    }
+    log = task_log(live, "lakehouse_incremental", run_id, "silver", 1)
+    reason = "refused: 1 blocking data-quality check(s) failed (exit code 3); not retrying"
+    assert log.count(reason) == 1, log[-4000:]
+    # The failure once, at ERROR; no traceback, no spark-submit command line repeated.
+    explained = [e for e in json.loads(log)["content"] if "blocking check failed" in str(e)]
+    assert len(explained) == 1, explained
+    assert "expect_column_values_to_be_unique(impression_id)" in str(explained[0])
+    assert "Traceback" not in log and "Cannot execute" not in log, log[-4000:]
+    assert log.count("Spark-Submit cmd") == 1
+    assert blocked["note"].startswith("silver: refused: 1 blocking data-quality check(s)")
+
+
+def links_of(page_url: str, body: str) -> set[str]:
+    """The pages a served page links to (anchors within a page left out), as URLs."""
+    return {
+        urllib.parse.urljoin(page_url, link) for link in re.findall(r'(?:href|src)="([^"#]+)', body)
+    }
+
+
+def test_every_link_two_levels_below_the_reports_index_answers(live, busy):
+    """After two incremental runs, a range backfill (its validate and parity) and a
+    refused one: the index, every page it links and every page those link, Data Docs
+    and the Airflow pages a report links back to included, answer 200 behind the
+    login. (Each Data Docs build used to delete the earlier runs' pages.)"""
+    index = f"{live.airflow.url}/lakehouse/reports/index.html"
+    seen, level = {index: 200}, {index}
+    for _ in range(2):
+        found = set()
+        for url in level:
+            page = live.request("GET", url)
+            seen[url] = page.status
+            if page.status == 200 and url.startswith(f"{live.airflow.url}/lakehouse/"):
+                found |= links_of(url, page.body)
+        level = found - set(seen)
+        for url in level:
+            assert url.startswith(live.airflow.url), url  # nothing from elsewhere
+    for url in level:  # the second level's pages themselves
+        seen[url] = live.request("GET", url).status
+    dead = sorted(url for url, status in seen.items() if status != 200)
+    assert dead == [], dead
+    assert sum("/data_docs/validations/" in url for url in seen) > 20, len(seen)
+    assert any("/dags/lakehouse_incremental/runs/" in url for url in seen)
+
+
+def test_screenshots_of_what_a_user_sees(live, browser, first_run, incremental, busy):
+    """Saved for people to look at (the issues ask for them); the assertions check each
     page shows what the picture is for."""
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if chromium is None or driver_path is None:
-        pytest.skip("chromium and chromedriver are not installed (`make browser`)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    needs(browser)
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--window-size=1400,1000",
-        "--lang=en-US",
-    ):
-        options.add_argument(flag)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    browser = webdriver.Chrome(service=Service(driver_path), options=options)
     wait = WebDriverWait(browser, 60)
     url = live.airflow.url
-    try:
-        # Logged in as the UI does it: Airflow's session cookie holds the token.
-        browser.get(f"{url}/api/v2/monitor/health")
-        browser.add_cookie({"name": "_token", "value": live.token, "path": "/"})
 
-        # The extra links are on the task instance's Details tab.
-        run_id = incremental["dag_run_id"]
-        browser.get(f"{url}/dags/lakehouse_incremental/runs/{run_id}/tasks/silver/details")
-        link = wait.until(
-            expected_conditions.element_to_be_clickable((By.PARTIAL_LINK_TEXT, "Run report"))
+    def shown(text: str) -> None:
+        wait.until(
+            expected_conditions.visibility_of_element_located(
+                (By.XPATH, f"//*[contains(text(), '{text}')]")
+            )
         )
-        browser.save_screenshot(str(SCREENSHOTS / "1-task-extra-links.png"))
-        quality_url = browser.find_element(By.PARTIAL_LINK_TEXT, "Data quality").get_attribute(
-            "href"
+
+    # The DAG list: each DAG says what it does.
+    browser.get(f"{url}/dags")
+    shown("landing -> bronze -> silver -> gold")
+    browser.save_screenshot(str(SCREENSHOTS / "0-dag-list.png"))
+
+    # The extra links are on the task instance's Details tab.
+    run_id = incremental["dag_run_id"]
+    browser.get(f"{url}/dags/lakehouse_incremental/runs/{run_id}/tasks/silver/details")
+    link = wait.until(
+        expected_conditions.element_to_be_clickable((By.PARTIAL_LINK_TEXT, "Run report"))
+    )
+    browser.save_screenshot(str(SCREENSHOTS / "1-task-extra-links.png"))
+    quality_url = browser.find_element(By.PARTIAL_LINK_TEXT, "Data quality").get_attribute("href")
+    browser.get(link.get_attribute("href"))
+    assert "lakehouse run silver" in browser.title
+    assert browser.find_element(By.PARTIAL_LINK_TEXT, "This task in Airflow")
+    browser.save_screenshot(str(SCREENSHOTS / "2-run-report.png"))
+
+    # Our own data-quality page: every expectation with its severity, no script.
+    browser.get(quality_url)
+    assert "data quality" in browser.title
+    severities = {e.text for e in browser.find_elements(By.CSS_SELECTOR, "td.severity")}
+    assert severities == {"blocking", "warning"}, severities
+    assert not browser.find_elements(By.TAG_NAME, "script")
+    browser.save_screenshot(str(SCREENSHOTS / "3-data-quality.png"))
+
+    browser.get(f"{url}/lakehouse/reports/index.html")
+    assert "lakehouse_incremental" in browser.page_source
+    assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart")) == 7  # the trends
+    browser.save_screenshot(str(SCREENSHOTS / "4-reports-index.png"))
+
+    # The DAG run's own tab: the reports its tasks wrote.
+    browser.get(f"{url}/dags/lakehouse_incremental/runs/{urllib.parse.quote(run_id)}")
+    tab = (By.XPATH, "//a[normalize-space()='Lakehouse reports']")
+    wait.until(expected_conditions.element_to_be_clickable(tab)).click()
+    frame = wait.until(expected_conditions.presence_of_element_located((By.TAG_NAME, "iframe")))
+    assert "/lakehouse/reports/dag-runs/lakehouse_incremental/" in frame.get_attribute("src")
+    browser.switch_to.frame(frame)
+    assert len(browser.find_elements(By.PARTIAL_LINK_TEXT, "run-")) == 3  # its three layers
+    browser.switch_to.default_content()
+    browser.save_screenshot(str(SCREENSHOTS / "7-dag-run-reports-tab.png"))
+
+    # The second run: silver passed with warnings, as the run's note says.
+    warned = busy.incremental["dag_run_id"]
+    browser.get(f"{url}/dags/lakehouse_incremental/runs/{urllib.parse.quote(warned)}")
+    shown("silver: passed with 1 warning(s)")
+    browser.save_screenshot(str(SCREENSHOTS / "8-run-passed-with-warnings.png"))
+    # ... and as the silver table's asset event says (Airflow folds the facts: unfolded).
+    asset = live.request("GET", "/api/v2/assets?name_pattern=silver.user_actions").json()
+    browser.get(f"{url}/assets/{asset['assets'][0]['id']}")
+    fold = (By.CSS_SELECTOR, ".codicon-folding-collapsed")  # an event's ▸
+    wait.until(expected_conditions.element_to_be_clickable(fold))
+    (source,) = [
+        link
+        for link in browser.find_elements(By.XPATH, "//a[contains(@href, '/tasks/')]")
+        if warned in urllib.parse.unquote(link.get_attribute("href"))
+    ]
+    # The event is the nearest block around its source link that holds a ▸.
+    event = source.find_element(
+        By.XPATH, "./ancestor::*[.//*[contains(@class, 'codicon-folding-collapsed')]][1]"
+    )
+    event.find_element(*fold).click()
+    wait.until(
+        lambda _: (
+            "passed with warnings: dropped"
+            in " ".join(event.find_element(By.CSS_SELECTOR, ".view-lines").text.split())
         )
-        browser.get(link.get_attribute("href"))
-        assert "lakehouse run silver" in browser.title
-        browser.save_screenshot(str(SCREENSHOTS / "2-run-report.png"))
+    )
+    browser.save_screenshot(str(SCREENSHOTS / "9-asset-event-with-warnings.png"))
 
-        # Our own data-quality page: every expectation with its severity, no script.
-        browser.get(quality_url)
-        assert "data quality" in browser.title
-        severities = {e.text for e in browser.find_elements(By.CSS_SELECTOR, "td.severity")}
-        assert severities == {"blocking", "warning"}, severities
-        assert not browser.find_elements(By.TAG_NAME, "script")
-        browser.save_screenshot(str(SCREENSHOTS / "3-data-quality.png"))
+    # The backfill that waited behind that run, every task on its first try.
+    backfill = busy.backfill["dag_run_id"]
+    browser.get(f"{url}/dags/lakehouse_backfill_range/runs/{urllib.parse.quote(backfill)}")
+    shown("backfill 2026-11-03..2026-11-03, layers silver, gold")
+    browser.save_screenshot(str(SCREENSHOTS / "10-backfill-waited-then-succeeded.png"))
 
-        browser.get(f"{url}/lakehouse/reports/index.html")
-        assert "lakehouse_incremental" in browser.page_source
-        assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart")) == 7  # the trends
-        browser.save_screenshot(str(SCREENSHOTS / "4-reports-index.png"))
+    # A gold table's Asset: its lineage graph back to bronze.
+    gold = live.request("GET", "/api/v2/assets?name_pattern=gold.ad_performance_hourly")
+    browser.get(f"{url}/assets/{gold.json()['assets'][0]['id']}")
+    lineage = (By.XPATH, "//button[normalize-space()='Task Dependencies']")
+    wait.until(expected_conditions.element_to_be_clickable(lineage)).click()
+    for label in ("lakehouse.bronze.impressions", "lakehouse.silver.ad_attribution"):
+        shown(label)
+    # The whole chain in the picture: React Flow's "fit view" control.
+    browser.find_element(By.CSS_SELECTOR, ".react-flow__controls-fitview").click()
+    browser.save_screenshot(str(SCREENSHOTS / "6-asset-lineage.png"))
 
-        # A gold table's Asset: its lineage graph back to bronze, its latest event's facts.
-        gold = live.request("GET", "/api/v2/assets?name_pattern=gold.ad_performance_hourly")
-        browser.get(f"{url}/assets/{gold.json()['assets'][0]['id']}")
-        lineage = (By.XPATH, "//button[normalize-space()='Task Dependencies']")
-        wait.until(expected_conditions.element_to_be_clickable(lineage)).click()
-        for label in ("lakehouse.bronze.impressions", "lakehouse.silver.ad_attribution"):
-            shown = (By.XPATH, f"//*[contains(text(), '{label}')]")
-            wait.until(expected_conditions.visibility_of_element_located(shown))
-        # The whole chain in the picture: React Flow's "fit view" control.
-        browser.find_element(By.CSS_SELECTOR, ".react-flow__controls-fitview").click()
-        browser.save_screenshot(str(SCREENSHOTS / "6-asset-lineage.png"))
-
-        # The range form refuses an end before its start, in the form itself.
-        browser.get(f"{url}/dags/lakehouse_backfill_range")
-        trigger = (By.XPATH, "//button[normalize-space()='Trigger']")
-        wait.until(expected_conditions.element_to_be_clickable(trigger)).click()
-        wait.until(expected_conditions.presence_of_element_located((By.ID, "element_start")))
-        browser.find_element(By.ID, "element_start").send_keys("11032026")
-        browser.find_element(By.ID, "element_end").send_keys("11012026")
-        browser.find_elements(*trigger)[-1].click()  # the form's own button
-        refusal = (By.XPATH, "//*[contains(text(), 'start 2026-11-03 is after end 2026-11-01')]")
-        wait.until(expected_conditions.visibility_of_element_located(refusal))
-        browser.save_screenshot(str(SCREENSHOTS / "5-backfill-form-refuses.png"))
-    finally:
-        browser.quit()
+    # The range form refuses an end before its start, in the form itself.
+    browser.get(f"{url}/dags/lakehouse_backfill_range")
+    trigger = (By.XPATH, "//button[normalize-space()='Trigger']")
+    wait.until(expected_conditions.element_to_be_clickable(trigger)).click()
+    wait.until(expected_conditions.presence_of_element_located((By.ID, "element_start")))
+    assert "Unpause" not in browser.find_element(By.XPATH, "//*[@role='dialog']").text
+    browser.find_element(By.ID, "element_start").send_keys("11032026")
+    browser.find_element(By.ID, "element_end").send_keys("11012026")
+    browser.find_elements(*trigger)[-1].click()  # the form's own button
+    shown("start 2026-11-03 is after end 2026-11-01")
+    browser.save_screenshot(str(SCREENSHOTS / "5-backfill-form-refuses.png"))
