@@ -81,7 +81,7 @@ class Refused(SystemExit):
     without a traceback; `RETRY_POLICY` fails it without a retry."""
 
 
-# In the DAGs' default arguments: a refusal is final, anything else retries as usual.
+# The operator's retry policy (Airflow 3.3): a refusal is final, anything else retries as usual.
 RETRY_POLICY = ExceptionRetryPolicy(
     rules=[
         RetryRule(
@@ -275,7 +275,9 @@ def table_changes(report: dict[str, Any], report_url: str) -> dict[str, dict[str
     changes = {}
     warnings = table_warnings(report)
     for table in checked_tables(report):
-        if table.get("rows_written") is None or table.get("version") is None:
+        # A micro-batch whose rows were all dropped (late, duplicates) still commits a
+        # version: no rows written, no event, so no data-aware DAG runs for nothing.
+        if not table.get("rows_written") or table.get("version") is None:
             continue
         named = warnings.get(table["table"], [])
         changes[table["table"]] = {

@@ -126,6 +126,8 @@ def test_asset_events_only_for_the_tables_that_changed_with_their_facts(tmp_path
                     rows_written=7,
                 ),
                 TableCheck("silver/user_actions", 5, 5, [outcome("silver/user_actions")]),
+                # A new version without a row (its input all dropped): no event either.
+                TableCheck("silver/ad_attribution", 6, 5, [], rows_written=0),
                 TableCheck("silver/late_drops", None, None),
             ],
         )

@@ -1,15 +1,18 @@
-"""What people see in Airflow: links to the reports, the reports behind the login, the
-backfill form that refuses a bad range, and a triggerer. On a live local Airflow.
+"""What people see in Airflow, on a live local Airflow as `make airflow-up` starts it:
+one click, one run; a backfill that waits for it; warnings and refusals in the log, the
+run note and the Asset events; links to the reports behind the login, none dead; the
+backfill form that refuses a bad range; a triggerer.
 
 With --full the data root first gets a history for the charts: two days of
-events ingested by two `lakehouse run`s (in this process). Then a day of
-events is ingested by the incremental DAG on one Airflow (`make airflow-up`'s
-code, on free ports, spark_default = local[2]), triggered through the REST
-API as the UI does; then the range backfill is triggered with its form's
-values. The checks read what they left behind. With Chromium and
-chromedriver on the machine (`make browser`), the screenshot test drives the
-real UI with Selenium and saves what a user sees to $LAKEHOUSE_SCREENSHOTS
-(default build/screenshots/).
+events ingested by two `lakehouse run`s (in this process). Then a day of events
+is ingested the same way, and a second drop, half behind the streams' watermark, by
+the incremental DAG on one Airflow (`make airflow-up`'s code, on free ports,
+spark_default = local[2]), triggered by a click in the UI (through the REST API
+without a browser); the range backfill is triggered with its form's values
+while that run is in progress; later a blocked run. The checks read what they
+left behind. With Chromium and chromedriver on the machine (`make browser`),
+the screenshot test drives the real UI with Selenium and saves what a user sees
+to $LAKEHOUSE_SCREENSHOTS (default build/screenshots/).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from tests.helpers import REPO, delta_table, run_in_process, settings_for
 pytestmark = pytest.mark.slow
 
 SCREENSHOTS = Path(os.environ.get("LAKEHOUSE_SCREENSHOTS", REPO / "build" / "screenshots"))
-# The day the first DAG run ingests (generate_day(root, 3)), which the second drop's
+# The day the command-line run ingests (generate_day(root, 3)), which the DAG run's
 # late events belong to too: the backfill recomputes it, silver and gold.
 RANGE = {"start": "2026-11-03", "end": "2026-11-03", "layers": ["silver", "gold"]}
 
@@ -129,7 +132,14 @@ def live(request, spark, tmp_path_factory) -> LiveAirflow:
         generate_day(root, day)
         done = run_in_process("run", "--data-root", str(root))
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    generate_day(root, 3)  # for the first DAG run
+    # Day 3 ingested from the command line (in this process: cheaper than a DAG run),
+    # then a second drop whose first day the streams have passed already: the DAG run
+    # ingests it, and silver drops its events behind the watermark as late, with a
+    # warning; the range backfill recomputes day 3 with them.
+    generate_day(root, 3)
+    done = run_in_process("run", "--data-root", str(root))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    generate(root, 4, "2026-11-03", days=2)
     # As `make airflow-up` starts it: lakehouse_incremental without a schedule.
     airflow = LocalAirflow(base / "airflow", free_port(), "local[2]", root)
     services = airflow.start()
@@ -221,15 +231,17 @@ def click_trigger(browser, live: LiveAirflow, dag_id: str) -> None:
 
 @dataclass
 class FirstRun:
-    run: dict  # the incremental DAG's run, ended
-    runs_then: dict[str, list[str]]  # every DAG's runs once it had ended
+    run: dict  # the incremental DAG's run, ended: silver passed with warnings
+    runs_at_click: dict[str, list[str]]  # every DAG's runs once the click had made one
     dialog_text: str  # what the trigger dialog said
+    backfill: dict  # the range backfill triggered while the run was in progress, ended
 
 
 @pytest.fixture(scope="module")
 def first_run(live, browser) -> FirstRun:
     """A first-day user's click on Trigger on a freshly started Airflow (the REST API's
-    trigger without a browser), and every DAG's runs once that run has ended."""
+    trigger without a browser); then, while that run is in progress, the range backfill
+    triggered with its form's values, which waits for it."""
     dialog_text = ""
     if browser is None:
         live.trigger("lakehouse_incremental")
@@ -238,59 +250,36 @@ def first_run(live, browser) -> FirstRun:
 
         click_trigger(browser, live, "lakehouse_incremental")
         dialog_text = browser.find_element(By.XPATH, "//*[@role='dialog']").text
-    wait_until(lambda: all_runs(live)["lakehouse_incremental"], 60, "the run the click created")
-    (run_id,) = all_runs(live)["lakehouse_incremental"]
-    done = live.wait_for("lakehouse_incremental", run_id)
-    return FirstRun(done, all_runs(live), dialog_text)
+    wait_until(lambda: all_runs(live)["lakehouse_incremental"], 60, "the run the click made")
+    runs_at_click = all_runs(live)
+    (run_id,) = runs_at_click["lakehouse_incremental"]
+    wait_until(
+        lambda: (
+            task_instances(live, "lakehouse_incremental", run_id)["bronze"]["state"] == "running"
+        ),
+        120,
+        "the run's bronze task",
+    )
+    response = live.trigger("lakehouse_backfill_range", RANGE)
+    assert response.status == 200, response.body
+    return FirstRun(
+        live.wait_for("lakehouse_incremental", run_id),
+        runs_at_click,
+        dialog_text,
+        live.wait_for("lakehouse_backfill_range", response.json()["dag_run_id"]),
+    )
 
 
 @pytest.fixture(scope="module")
 def incremental(first_run) -> dict:
-    """The first run of the incremental DAG, passed."""
+    """The incremental DAG's run, passed."""
     assert first_run.run["state"] == "success", first_run.run
     return first_run.run
 
 
-@dataclass
-class BusyRuns:
-    incremental: dict  # the second incremental run, ended: silver passed with warnings
-    backfill: dict  # the range backfill triggered while it ran, ended
-
-
 @pytest.fixture(scope="module")
-def busy(live, incremental) -> BusyRuns:
-    """A second data drop whose first day the streams have passed already (its events
-    arrive behind the watermark: silver drops them as late, with a warning), ingested by
-    a second incremental run; the range backfill is triggered with its form's values
-    while that run is in progress, and waits for it."""
-    generate(live.root, 4, "2026-11-02", days=2)
-    run = live.trigger("lakehouse_incremental").json()
-    wait_until(
-        lambda: any(
-            t["task_id"] == "bronze" and t["state"] == "running"
-            for t in live.request(
-                "GET", f"{live.run_path('lakehouse_incremental', run['dag_run_id'])}/taskInstances"
-            ).json()["task_instances"]
-        ),
-        120,
-        "the second incremental run's bronze task",
-    )
-    response = live.request(
-        "POST",
-        "/api/v2/dags/lakehouse_backfill_range/dagRuns",
-        {"logical_date": None, "conf": RANGE},
-    )
-    assert response.status == 200, response.body
-    backfill = response.json()
-    return BusyRuns(
-        live.wait_for("lakehouse_incremental", run["dag_run_id"]),
-        live.wait_for("lakehouse_backfill_range", backfill["dag_run_id"]),
-    )
-
-
-@pytest.fixture(scope="module")
-def range_backfill(busy) -> dict:
-    return busy.backfill
+def range_backfill(first_run) -> dict:
+    return first_run.backfill
 
 
 def task_instances(live: LiveAirflow, dag_id: str, run_id: str) -> dict[str, dict]:
@@ -305,25 +294,31 @@ def task_log(live: LiveAirflow, dag_id: str, run_id: str, task_id: str, try_numb
     return json.dumps(found.json())
 
 
-def test_one_click_on_trigger_runs_the_pipeline_once(first_run):
+def test_one_click_on_trigger_runs_the_pipeline_once(live, first_run):
     """No schedule under `make airflow-up`, and unpaused from the start: the dialog has
     no "Unpause" box that would start a scheduled run beside the manual one."""
-    assert {dag: len(runs) for dag, runs in first_run.runs_then.items()} == {
+    assert {dag: len(runs) for dag, runs in first_run.runs_at_click.items()} == {
         "lakehouse_incremental": 1,
         "lakehouse_backfill": 0,
         "lakehouse_backfill_range": 0,
         "lakehouse_maintenance": 0,
     }
-    (run_id,) = first_run.runs_then["lakehouse_incremental"]
+    (run_id,) = first_run.runs_at_click["lakehouse_incremental"]
     assert run_id.startswith("manual__"), run_id
     assert "Unpause" not in first_run.dialog_text, first_run.dialog_text
+    # Once it has ended, still that one run, and no scheduled run of any DAG.
+    assert first_run.run["dag_run_id"] == run_id
+    later = all_runs(live)
+    assert later["lakehouse_incremental"][:1] == [run_id]  # later ones are this module's
+    assert later["lakehouse_backfill"] == later["lakehouse_maintenance"] == []
 
 
-def test_a_backfill_triggered_during_an_incremental_run_waits_for_it_then_runs_once(live, busy):
-    assert busy.incremental["state"] == "success", busy.incremental
-    assert busy.backfill["state"] == "success", busy.backfill
-    layers = task_instances(live, "lakehouse_incremental", busy.incremental["dag_run_id"])
-    tasks = task_instances(live, "lakehouse_backfill_range", busy.backfill["dag_run_id"])
+def test_a_backfill_triggered_during_an_incremental_run_waits_for_it_then_runs_once(
+    live, incremental, range_backfill
+):
+    assert range_backfill["state"] == "success", range_backfill
+    layers = task_instances(live, "lakehouse_incremental", incremental["dag_run_id"])
+    tasks = task_instances(live, "lakehouse_backfill_range", range_backfill["dag_run_id"])
     # Every task on its first try, and the backfill after the run's last layer.
     assert {t: (i["state"], i["try_number"]) for t, i in tasks.items()} == dict.fromkeys(
         ("check_request", "backfill", "validate", "parity"), ("success", 1)
@@ -332,10 +327,10 @@ def test_a_backfill_triggered_during_an_incremental_run_waits_for_it_then_runs_o
 
 
 def test_a_layer_that_passed_with_warnings_says_so_in_its_log_its_run_note_and_its_assets(
-    live, busy
+    live, incremental
 ):
-    run_id = busy.incremental["dag_run_id"]
-    note = busy.incremental["note"] or ""
+    run_id = incremental["dag_run_id"]
+    note = incremental["note"] or ""
     assert note.startswith("silver: passed with 1 warning(s): silver/late_drops: "), note
     assert "of its input as late" in note and "bronze" not in note, note
     log = task_log(live, "lakehouse_incremental", run_id, "silver", 1)
@@ -397,7 +392,7 @@ def reported_changes(live: LiveAirflow, dag_id: str, run_id: str, task_id: str) 
         f"lakehouse.{table['table'].replace('/', '.')}": table
         for layer in summary["checks"]
         for table in layer["tables"]
-        if table["rows_written"] is not None
+        if table["rows_written"]
     }
 
 
@@ -550,8 +545,8 @@ def test_the_range_backfill_updates_the_assets_of_what_it_rewrote(live, range_ba
 
 
 @pytest.fixture(scope="module")
-def blocked(live, busy) -> dict:
-    """A third incremental run after a duplicate key was edited into silver: its silver
+def blocked(live, range_backfill) -> dict:
+    """A second incremental run after a duplicate key was edited into silver: its silver
     task's checks fail on their first try, and gold is never started."""
     path = settings_for(live.root).table("silver", "impressions")
     first, second = delta_table(path).slice(0, 2).to_pylist()
@@ -591,11 +586,11 @@ def links_of(page_url: str, body: str) -> set[str]:
     }
 
 
-def test_every_link_two_levels_below_the_reports_index_answers(live, busy):
-    """After two incremental runs, a range backfill (its validate and parity) and a
-    refused one: the index, every page it links and every page those link, Data Docs
-    and the Airflow pages a report links back to included, answer 200 behind the
-    login. (Each Data Docs build used to delete the earlier runs' pages.)"""
+def test_every_link_two_levels_below_the_reports_index_answers(live, blocked):
+    """After a command-line run, a DAG run, a range backfill (its validate and parity),
+    a refused backfill and a blocked DAG run: the index, every page it links and every
+    page those link, Data Docs and the Airflow pages a report links back to included,
+    answer 200 behind the login. (Each Data Docs build deleted the earlier runs' pages.)"""
     index = f"{live.airflow.url}/lakehouse/reports/index.html"
     seen, level = {index: 200}, {index}
     for _ in range(2):
@@ -616,7 +611,7 @@ def test_every_link_two_levels_below_the_reports_index_answers(live, busy):
     assert any("/dags/lakehouse_incremental/runs/" in url for url in seen)
 
 
-def test_screenshots_of_what_a_user_sees(live, browser, first_run, incremental, busy):
+def test_screenshots_of_what_a_user_sees(live, browser, incremental, range_backfill):
     """Saved for people to look at (the issues ask for them); the assertions check each
     page shows what the picture is for."""
     needs(browser)
@@ -677,8 +672,8 @@ def test_screenshots_of_what_a_user_sees(live, browser, first_run, incremental, 
     browser.switch_to.default_content()
     browser.save_screenshot(str(SCREENSHOTS / "7-dag-run-reports-tab.png"))
 
-    # The second run: silver passed with warnings, as the run's note says.
-    warned = busy.incremental["dag_run_id"]
+    # Silver passed with warnings, as the run's note says.
+    warned = incremental["dag_run_id"]
     browser.get(f"{url}/dags/lakehouse_incremental/runs/{urllib.parse.quote(warned)}")
     shown("silver: passed with 1 warning(s)")
     browser.save_screenshot(str(SCREENSHOTS / "8-run-passed-with-warnings.png"))
@@ -706,7 +701,7 @@ def test_screenshots_of_what_a_user_sees(live, browser, first_run, incremental, 
     browser.save_screenshot(str(SCREENSHOTS / "9-asset-event-with-warnings.png"))
 
     # The backfill that waited behind that run, every task on its first try.
-    backfill = busy.backfill["dag_run_id"]
+    backfill = range_backfill["dag_run_id"]
     browser.get(f"{url}/dags/lakehouse_backfill_range/runs/{urllib.parse.quote(backfill)}")
     shown("backfill 2026-11-03..2026-11-03, layers silver, gold")
     browser.save_screenshot(str(SCREENSHOTS / "10-backfill-waited-then-succeeded.png"))

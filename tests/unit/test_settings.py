@@ -141,3 +141,22 @@ def test_local_checkpoints_are_written_without_starting_a_process_per_rename(tmp
     assert local[CHECKPOINT_FILE_MANAGER] == LOCAL_CHECKPOINT_FILES
     s3 = session_conf(Settings.load(data_root="s3a://bucket/data"))
     assert CHECKPOINT_FILE_MANAGER not in s3
+
+
+def test_local_airflow_takes_the_data_root_make_run_takes(monkeypatch, tmp_path):
+    """`LAKEHOUSE_DATA_ROOT=... make airflow-up` once ran on the repository's data/."""
+    from dev.local_airflow import LocalAirflow, data_root
+    from tests.helpers import REPO
+
+    monkeypatch.delenv("LAKEHOUSE_DATA_ROOT", raising=False)
+    assert data_root(None) == str(REPO / "data")
+    monkeypatch.setenv("LAKEHOUSE_DATA_ROOT", str(tmp_path / "x" / ".." / "root"))
+    assert data_root(None) == str(tmp_path / "root")
+    assert data_root(str(tmp_path / "flag")) == str(tmp_path / "flag")  # the flag wins
+    monkeypatch.setenv("LAKEHOUSE_DATA_ROOT", "s3a://bucket/prefix")
+    assert data_root(None) == "s3a://bucket/prefix"
+    # Every Airflow process, and so every task, gets it.
+    airflow = LocalAirflow(tmp_path / "home", data_root=data_root(None))
+    assert airflow.env()["LAKEHOUSE_DATA_ROOT"] == "s3a://bucket/prefix"
+    # And no schedule for the incremental DAG unless one is asked for.
+    assert airflow.env()["LAKEHOUSE_INCREMENTAL_SCHEDULE"] == "none"
