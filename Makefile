@@ -90,6 +90,9 @@ jars/s3proxy/.fetched: jars/s3proxy/pom.xml | jars/log-store/.fetched
 # installs (pip's default, not uv's): where Python may not write .pyc files itself
 # (PYTHONDONTWRITEBYTECODE, as on these machines), every process would otherwise compile
 # what it imports, Great Expectations, pandas and Airflow among it (docs/benchmarks.md).
+# A PyPI mirror that serves files without cache validators (as on these machines) makes
+# uv download and build pyspark's sdist again on every install, 1.4 GB in its cache each
+# time: `uv cache prune` then drops the builds no install can reach any more.
 UV_INSTALL := $(BIN)/uv pip install --quiet --python $(BIN)/python
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
@@ -100,6 +103,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 		-r <(awk '/^uv==/ {p = 1; print; next} p && /^ / {print; next} {p = 0}' requirements-dev.txt)
 	$(UV_INSTALL) --require-hashes --compile-bytecode -r requirements-dev.txt
 	$(UV_INSTALL) --no-deps -e .
+	$(BIN)/uv cache prune --quiet
 	@touch $@
 
 run: setup
