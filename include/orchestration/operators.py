@@ -81,6 +81,21 @@ class Refused(SystemExit):
     without a traceback; `RETRY_POLICY` fails it without a retry."""
 
 
+def keep_outcome(context: Any, outcome: str) -> None:
+    """What the DAG run's note says of this task, after its id (`plugin.RunNotes`)."""
+    ti = context.get("ti")
+    if ti is not None:
+        ti.xcom_push(key=OUTCOME_KEY, value=f"{ti.task_id}: {outcome}")
+
+
+def refuse(context: Any, reason: str, code: int, log: Any) -> NoReturn:
+    """End the running task with a one-line reason: in its log, in the DAG run's note, and
+    no retry (`RETRY_POLICY`; a `@task` says `retries=0`)."""
+    log.error("refused: %s", reason)
+    keep_outcome(context, f"refused: {reason}")
+    raise Refused(code) from None
+
+
 # The operator's retry policy (Airflow 3.3): a refusal is final, anything else retries as usual.
 RETRY_POLICY = ExceptionRetryPolicy(
     rules=[
@@ -133,23 +148,26 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
                 for failure in failures:
                     self.log.error("blocking check failed: %s", failure)
                 report = reports_url(f"runs/{self.lakehouse_run_id}.html")
-                self.refuse(
+                refuse(
                     context,
                     f"{len(failures) or 'a'} blocking data-quality check(s) failed (exit code "
                     f"{EXIT_BLOCKED}); not retrying: the same data would fail again. Fix the "
                     f"data, then clear this task. Run report: {report}",
                     EXIT_BLOCKED,
+                    self.log,
                 )
             if code and int(code.group(1)) == EXIT_REFUSED:
-                self.refuse(
+                refuse(
                     context,
                     f"`lakehouse {command}` refused to start (exit code {EXIT_REFUSED}; its "
                     "reason is the `refused:` line above); not retrying",
                     EXIT_REFUSED,
+                    self.log,
                 )
             raise
-        self.say_warnings(context)
-        self.publish_changes(context)
+        report = self.report()
+        self.say_warnings(context, report)
+        self.publish_changes(context, report)
 
     def wait_for_runs_of(self, dag_id: str, context: Any) -> None:
         """Give the slot back and come again later while `dag_id` has a run queued or in
@@ -166,31 +184,14 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
             )
             raise AirflowRescheduleException(again)
 
-    def refuse(self, context: Any, reason: str, code: int) -> NoReturn:
-        """End the task with a one-line reason: in the log, in the DAG run's note, and no
-        retry (`RETRY_POLICY`)."""
-        self.log.error("refused: %s", reason)
-        self.keep_outcome(context, f"{self.task_id}: refused: {reason}")
-        raise Refused(code) from None
-
-    def say_warnings(self, context: Any) -> None:
+    def say_warnings(self, context: Any, report: dict[str, Any] | None) -> None:
         """A job whose checks passed with warnings says so: a line per warning in the task
         log, and one line for the DAG run's note."""
-        warnings = [w for table in checked_tables(self.report()) for w in table["warnings"]]
+        warnings = [w for table in checked_tables(report) for w in table["warnings"]]
         for warning in warnings:
             self.log.warning("data-quality warning: %s", warning)
         if warnings:
-            self.keep_outcome(
-                context,
-                f"{self.task_id}: passed with {len(warnings)} warning(s): {'; '.join(warnings)}",
-            )
-
-    @staticmethod
-    def keep_outcome(context: Any, line: str) -> None:
-        """What the DAG run's note says of this task (`plugin.RunNotes` writes it)."""
-        ti = context.get("ti")
-        if ti is not None:
-            ti.xcom_push(key=OUTCOME_KEY, value=line)
+            keep_outcome(context, f"passed with {len(warnings)} warning(s): {'; '.join(warnings)}")
 
     def report(self) -> dict[str, Any] | None:
         """The summary (JSON) of the run report the job wrote, if it wrote one."""
@@ -209,7 +210,7 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
         """The failed blocking checks the job's report names (empty if it wrote none)."""
         return [failure for table in checked_tables(self.report()) for failure in table["failed"]]
 
-    def publish_changes(self, context: Any) -> None:
+    def publish_changes(self, context: Any, report: dict[str, Any] | None) -> None:
         """Keep an Asset event for each table the job changed, with its facts, and none
         for the others.
 
@@ -221,7 +222,6 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
         """
         if not self.outlets:
             return
-        report = self.report()
         if report is None:
             self.log.warning("no run report to tell which tables changed: an event for each")
             return

@@ -175,17 +175,9 @@ def request_commands(make: Callable[[], BackfillRequest]) -> dict[str, list[str]
 
 
 def refuse(reason: str) -> NoReturn:
-    """Fail the running task with a one-line reason: no traceback, no retry.
-
-    Airflow logs a traceback for every exception but SystemExit, which it
-    logs as one line with the exit code; the reason goes just before it, and
-    into the DAG run's note.
-    """
+    """Fail the running `@task` with a one-line reason (`operators.refuse`)."""
     from airflow.sdk import get_current_context
 
-    from include.orchestration.operators import OUTCOME_KEY
+    from include.orchestration.operators import refuse
 
-    logging.getLogger("airflow.task").error("refused: %s", reason)
-    context = get_current_context()
-    context["ti"].xcom_push(key=OUTCOME_KEY, value=f"{context['ti'].task_id}: refused: {reason}")
-    raise SystemExit(EXIT_USAGE)
+    refuse(get_current_context(), reason, EXIT_USAGE, logging.getLogger("airflow.task"))

@@ -103,7 +103,7 @@ def published(
     )
     operator.lakehouse_run_id = run.run_id
     events = OutletEventAccessors()
-    operator.publish_changes({"outlet_events": events})
+    operator.publish_changes({"outlet_events": events}, operator.report())
     return operator, events
 
 
@@ -209,7 +209,7 @@ def test_without_a_report_every_declared_asset_keeps_its_event(tmp_path):
         env_vars={"LAKEHOUSE_REPORTS_DIR": str(tmp_path)},
     )
     operator.lakehouse_run_id = "run-that-wrote-nothing"
-    operator.publish_changes({"outlet_events": OutletEventAccessors()})
+    operator.publish_changes({"outlet_events": OutletEventAccessors()}, operator.report())
     assert operator.outlets == layer_assets("gold")
 
 

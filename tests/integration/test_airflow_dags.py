@@ -150,7 +150,10 @@ def live(tmp_path_factory) -> LiveRun:
     """A data root after one run of the incremental DAG, triggered through the REST API."""
     base = tmp_path_factory.mktemp("live")
     root = base / "data"
-    generated = run_cli("generate", "--events", "2000", "--seed", "21", "--data-root", str(root))
+    # Two days: the streams' watermark passes the first, so its daily rows are final.
+    generated = run_cli(
+        "generate", "--events", "2000", "--seed", "21", "--days", "2", "--data-root", str(root)
+    )  # fmt: skip
     assert generated.returncode == 0, generated.stderr
     cluster = LocalSparkCluster(
         base / "spark", free_port(), free_port(), free_port(), cores=2, memory="2g"
