@@ -147,12 +147,12 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
                 failures = self.blocked_checks()
                 for failure in failures:
                     self.log.error("blocking check failed: %s", failure)
-                report = reports_url(f"runs/{self.lakehouse_run_id}.html")
+                report_url = reports_url(f"runs/{self.lakehouse_run_id}.html")
                 refuse(
                     context,
                     f"{len(failures) or 'a'} blocking data-quality check(s) failed (exit code "
                     f"{EXIT_BLOCKED}); not retrying: the same data would fail again. Fix the "
-                    f"data, then clear this task. Run report: {report}",
+                    f"data, then clear this task. Run report: {report_url}",
                     EXIT_BLOCKED,
                     self.log,
                 )
