@@ -294,6 +294,9 @@ def task_log(live: LiveAirflow, dag_id: str, run_id: str, task_id: str, try_numb
     return json.dumps(found.json())
 
 
+# It pays for `first_run`: two DAG runs, seven tasks, six of them a Spark job in a process
+# of its own (about 670 s on two busy cores): longer than the default limit.
+@pytest.mark.timeout(1800)
 def test_one_click_on_trigger_runs_the_pipeline_once(live, first_run):
     """No schedule under `make airflow-up`, and unpaused from the start: the dialog has
     no "Unpause" box that would start a scheduled run beside the manual one."""
