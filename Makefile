@@ -162,7 +162,7 @@ spark-cluster-up: setup
 spark-cluster-down: setup
 	$(BIN)/python -m dev.local_spark_cluster stop
 
-# CI runs `make test` (about 29 minutes on 2 cores, set-up included); `make test-full`
+# CI runs `make test` (about 30 minutes on 2 cores, set-up included); `make test-full`
 # adds the long variants marked `full` (crash storms, damaged checkpoints, concurrent
 # writers, live Airflow on a Spark cluster, thousands of files): about 75 minutes.
 # `make test` runs the tests on two workers, a whole module at a time each (pyproject.toml):

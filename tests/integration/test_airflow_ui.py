@@ -295,7 +295,7 @@ def task_log(live: LiveAirflow, dag_id: str, run_id: str, task_id: str, try_numb
 
 
 # It pays for `first_run`: two DAG runs, seven tasks, six of them a Spark job in a process
-# of its own (about 670 s on two busy cores): longer than the default limit.
+# of its own, which on busy cores can outlast the default limit.
 @pytest.mark.timeout(1800)
 def test_one_click_on_trigger_runs_the_pipeline_once(live, first_run):
     """No schedule under `make airflow-up`, and unpaused from the start: the dialog has
