@@ -28,10 +28,8 @@ RUN useradd --create-home --uid 1000 lakehouse \
 WORKDIR /opt/lakehouse
 COPY requirements.txt pyproject.toml README.md ./
 RUN pip install --no-cache-dir --require-hashes -r requirements.txt
-COPY include ./include
-COPY jobs ./jobs
+COPY src ./src
 COPY dags ./dags
-COPY expectations ./expectations
 # Error messages point at the runbook and the contract.
 COPY docs ./docs
 COPY --from=jars /jars/*.jar ./jars/

@@ -34,10 +34,10 @@ setup-parts: $(VENV)/.installed jars/.fetched jars/kafka-broker/.fetched jars/s3
 FETCH_JARS := mvn --batch-mode --quiet --strict-checksums -Dstyle.color=never \
 	dependency:copy-dependencies -DoutputDirectory=.
 
-# The driver JVM's class-data-sharing archive (include/class_archive.py): the classes
+# The driver JVM's class-data-sharing archive (src/lakehouse/runtime/class_archive.py): the classes
 # a run over a small sample loads, recorded once; every driver JVM after starts faster.
 $(VENV)/lakehouse-classes.jsa: $(VENV)/.installed jars/.fetched
-	$(BIN)/python -m include.class_archive
+	$(BIN)/python -m lakehouse.runtime.class_archive
 
 # Delta Lake's Spark connector and its dependencies, at the versions jars/pom.xml
 # pins, copied from Maven Central into jars/ (git-ignored) once: runs never download.
@@ -202,6 +202,7 @@ browser:
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-logo
 
 typecheck: $(VENV)/.installed
 	$(BIN)/mypy
@@ -210,17 +211,17 @@ format: $(VENV)/.installed
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-# Re-resolve requirements.in into the pinned lock in a throwaway venv.
-# The runtime lock, then what the development tools add on top of it.
-# The locks, every package with its hashes, resolved by uv from the .in files. Versions
-# the locks already pin are kept (make lock UPGRADE=--upgrade moves them on);
-# requirements-dev.txt is the whole development environment, runtime pins included.
+# The locks, every package with its hashes, resolved by uv from pyproject.toml: the
+# runtime with the Airflow extra (requirements.txt, what the image installs), then the
+# development group on top of it at the same versions (requirements-dev.txt, what
+# `make setup` installs). Versions the locks already pin are kept (make lock
+# UPGRADE=--upgrade moves them on).
 UPGRADE ?=
+UV_COMPILE := $(BIN)/uv pip compile --quiet --generate-hashes --python-version 3.11 $(UPGRADE) \
+	--extra airflow
 lock: $(VENV)/.installed
-	$(BIN)/uv pip compile --quiet --generate-hashes --python-version 3.11 $(UPGRADE) \
-		requirements.in -o requirements.txt
-	$(BIN)/uv pip compile --quiet --generate-hashes --python-version 3.11 $(UPGRADE) \
-		requirements-dev.in -c requirements.txt -o requirements-dev.txt
+	$(UV_COMPILE) pyproject.toml -o requirements.txt
+	$(UV_COMPILE) --group pyproject.toml:dev pyproject.toml -c requirements.txt -o requirements-dev.txt
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -55,8 +55,8 @@ from benchmarks.harness import (
 )
 from benchmarks.references import duckdb_tables
 from benchmarks.report import label, markdown
-from include.storage.objects import Root
-from jobs.generate import GeneratorConfig, generate
+from lakehouse.samples.generate import GeneratorConfig, generate
+from lakehouse.storage.objects import Root
 
 START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 INCREMENT_SEED = 900

@@ -30,12 +30,12 @@ from typing import Any
 import psutil
 
 from dev.processes import process_tree
-from include.storage.objects import Root
-from jobs.catalog import LAYERS
+from lakehouse.catalog import LAYERS
+from lakehouse.storage.objects import Root
 
 SAMPLE_SECONDS = 1.0
 RUN_ID = re.compile(r"\(run_id (\S+)\)")
-LAKEHOUSE = [sys.executable, "-m", "jobs"]
+LAKEHOUSE = [sys.executable, "-m", "lakehouse"]
 
 
 def seconds_by_layer(stages: Iterable[tuple[str, float]]) -> dict[str, float]:

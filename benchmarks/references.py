@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobs.catalog import ACTIONS, SOURCES
-from jobs.catalog import seconds as rule_seconds
-from jobs.transforms.landing import EARLIEST_EVENT_TIME, ISO_TIMESTAMP
+from lakehouse.catalog import ACTIONS, SOURCES
+from lakehouse.catalog import seconds as rule_seconds
+from lakehouse.transforms.landing import EARLIEST_EVENT_TIME, ISO_TIMESTAMP
 
 PARQUET = "(FORMAT parquet, COMPRESSION snappy)"
 
@@ -31,10 +31,10 @@ PARQUET = "(FORMAT parquet, COMPRESSION snappy)"
 def spark_ceiling(root: Path, out: Path) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from include.settings import Settings
-    from include.spark import get_spark
-    from include.storage.landing import LANDING_FILES
-    from jobs.schemas import event_schema
+    from lakehouse.catalog.schemas import event_schema
+    from lakehouse.runtime.settings import Settings
+    from lakehouse.runtime.spark import get_spark
+    from lakehouse.storage.landing import LANDING_FILES
 
     settings = Settings.load(data_root=root)
     started = time.perf_counter()

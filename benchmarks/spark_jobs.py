@@ -2,7 +2,7 @@
 
 A command run with `event_log_env(folder)` writes its event log under
 `folder`; `jobs_by_stage(folder)` then counts, per pipeline stage (the
-`lakehouse.stage` label the pipeline gives its jobs, `include.spark.label_jobs`),
+`lakehouse.stage` label the pipeline gives its jobs, `lakehouse.runtime.spark.label_jobs`),
 the jobs, their seconds, and those that rebuilt a Delta table's state (Delta's
 "Compute snapshot for version N": a job over the table's log that every write
 with an app transaction and every first read of a new version needs).
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from include.spark import STAGE_PROPERTY
+from lakehouse.runtime.spark import STAGE_PROPERTY
 
 STATE_RECONSTRUCTION = "Compute snapshot for version"
 UNLABELLED = "(start-up and bookkeeping)"

@@ -8,7 +8,7 @@ increment it prints one JSON line: seconds (in all and per layer), and rows
 and memory of every stateful operator. The rows are counted with Spark's
 state data source (`lakehouse state`), after the timed part: the RocksDB
 store does not count its rows as it writes (`trackTotalNumberOfRows` off,
-include/spark.py), so the queries' progress does not report them.
+src/lakehouse/runtime/spark.py), so the queries' progress does not report them.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 
 from benchmarks.harness import seconds_by_layer
-from include.settings import Settings
-from include.spark import get_spark
-from jobs.catalog import LAYERS
-from jobs.drivers.pipeline import run_layer
-from jobs.generate import GeneratorConfig, generate
-from jobs.reports.monitoring import describe_state
+from lakehouse.catalog import LAYERS
+from lakehouse.drivers.pipeline import run_layer
+from lakehouse.runtime.monitoring import describe_state
+from lakehouse.runtime.settings import Settings
+from lakehouse.runtime.spark import get_spark
+from lakehouse.samples.generate import GeneratorConfig, generate
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

@@ -28,7 +28,14 @@ from typing import Any
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, chain, task
 
-from include.orchestration import DEFAULT_ARGS, TAGS, backfill_tasks, described, request_commands
+from lakehouse.orchestration import (
+    DEFAULT_ARGS,
+    TAGS,
+    backfill_tasks,
+    described,
+    nightly_request,
+    request_commands,
+)
 
 with DAG(
     **described(
@@ -47,8 +54,6 @@ with DAG(
     @task(multiple_outputs=True, retries=0)
     def check_request(dag_run: Any = None) -> dict[str, list[str]]:
         """The pending dates, or the day an `airflow backfill create` run covers."""
-        from jobs.dates import nightly_request
-
         interval = (
             None
             if dag_run.data_interval_start is None

@@ -24,9 +24,16 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, chain, task
 
-from include.orchestration import DEFAULT_ARGS, TAGS, backfill_tasks, described, request_commands
-from jobs.catalog import DERIVED_LAYERS
-from jobs.dates import FORM_MAX_DAYS
+from lakehouse.orchestration import (
+    DEFAULT_ARGS,
+    DERIVED_LAYERS,
+    FORM_MAX_DAYS,
+    TAGS,
+    backfill_request,
+    backfill_tasks,
+    described,
+    request_commands,
+)
 
 with DAG(
     **described(
@@ -81,8 +88,6 @@ with DAG(
     @task(multiple_outputs=True, retries=0)
     def check_request(params: Any = None) -> dict[str, list[str]]:
         """The range and the commands to run; a one-line reason for a bad form."""
-        from jobs.dates import backfill_request
-
         return request_commands(
             lambda: backfill_request(
                 params["start"], params["end"], params["layers"], params.get("whole_range")

@@ -37,10 +37,11 @@ import os
 
 from airflow.sdk import DAG, chain
 
-from include.orchestration import (
+from lakehouse.orchestration import (
     DEFAULT_ARGS,
     INCREMENTAL_DAG,
     INCREMENTAL_PRIORITY,
+    LAYERS,
     TAGS,
     WRITERS_POOL,
     described,
@@ -48,7 +49,6 @@ from include.orchestration import (
     layer_assets,
     layer_inputs,
 )
-from jobs.catalog import LAYERS
 
 SCHEDULE = os.environ.get("LAKEHOUSE_INCREMENTAL_SCHEDULE", "*/15 * * * *")
 SCHEDULED = SCHEDULE.lower() != "none"

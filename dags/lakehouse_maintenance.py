@@ -21,7 +21,7 @@ import datetime as dt
 
 from airflow.sdk import DAG
 
-from include.orchestration import DEFAULT_ARGS, TAGS, WRITERS_POOL, described, lakehouse_submit
+from lakehouse.orchestration import DEFAULT_ARGS, TAGS, WRITERS_POOL, described, lakehouse_submit
 
 with DAG(
     **described(

@@ -37,9 +37,9 @@ from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient, OffsetSpec
 
 from dev import processes
-from include.orchestration import REPO
-from include.settings import Settings
-from jobs.catalog import SOURCES
+from lakehouse.catalog import SOURCES
+from lakehouse.orchestration import REPO
+from lakehouse.runtime.settings import Settings
 
 BROKER_JARS = REPO / "jars" / "kafka-broker"
 JAVA = os.environ.get("JAVA", "java")

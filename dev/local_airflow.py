@@ -23,8 +23,8 @@ from pathlib import Path
 
 from dev import processes
 from dev.local_spark_cluster import LocalSparkCluster
-from include.orchestration import REPO, WRITERS_POOL
-from include.storage.objects import is_object_store_uri
+from lakehouse.orchestration import REPO, WRITERS_POOL
+from lakehouse.storage.objects import is_object_store_uri
 
 ADMIN = "admin"
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")

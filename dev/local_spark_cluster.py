@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dev import processes
-from include.orchestration import REPO
+from lakehouse.orchestration import REPO
 
 SPARK_CLASS = str(Path(sys.executable).with_name("spark-class"))
 

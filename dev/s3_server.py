@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dev import processes
-from include.orchestration import REPO
-from include.storage.objects import S3Connection, S3Path
+from lakehouse.orchestration import REPO
+from lakehouse.storage.objects import S3Connection, S3Path
 
 S3PROXY_JARS = REPO / "jars" / "s3proxy"
 JAVA = os.environ.get("JAVA", "java")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from include.settings import Settings
+from lakehouse.runtime.settings import Settings
 from tests.helpers import settings_for
 
 # Figures a test measured (kills survived, files ingested, peak memory), printed
@@ -94,7 +94,7 @@ time.tzset()
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    from include.spark import get_spark
+    from lakehouse.runtime.spark import get_spark
 
     settings = settings_for(tmp_path_factory.mktemp("spark-session"))
     session = get_spark(settings, app_name="lakehouse-tests", for_tests=True)

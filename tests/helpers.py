@@ -21,10 +21,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import QueryBuilder
 
-from include.delta.log import open_table
-from include.settings import Settings
-from include.storage.objects import Root, S3Path
-from jobs.catalog import TABLES
+from lakehouse.catalog import TABLES
+from lakehouse.runtime.settings import Settings
+from lakehouse.storage.delta.log import open_table
+from lakehouse.storage.objects import Root, S3Path
 
 # (layer, name) of every silver and gold table, in catalog order.
 TABLE_NAMES = [(table.layer, table.name) for table in TABLES]
@@ -110,7 +110,7 @@ def landing_lines(landing: Root, source: str) -> list[bytes]:
 def start_cli(
     *args: str, env: dict[str, str] | None = None, output: Path | None = None
 ) -> subprocess.Popen:
-    """Start `python -m jobs ...` in its own process group, as a user or Airflow would.
+    """Start `python -m lakehouse ...` in its own process group, as a user or Airflow would.
 
     Its stdout and stderr are pipes, or, with `output`, appended to that file
     (for a process nobody reads while it runs).
@@ -118,7 +118,7 @@ def start_cli(
     sink = open(output, "a") if output else subprocess.PIPE  # noqa: SIM115 (the child keeps it)
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "jobs", *args],
+            [sys.executable, "-m", "lakehouse", *args],
             cwd=REPO,
             env={**os.environ, "LAKEHOUSE_SHUFFLE_PARTITIONS": "2", **(env or {})},
             stdout=sink,
@@ -141,7 +141,7 @@ def kill_group(process: subprocess.Popen) -> None:
 def run_cli(
     *args: str, env: dict[str, str] | None = None, timeout: int = 600
 ) -> subprocess.CompletedProcess:
-    """Run `python -m jobs ...` to completion; nothing it started outlives it."""
+    """Run `python -m lakehouse ...` to completion; nothing it started outlives it."""
     process = start_cli(*args, env=env)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
@@ -151,11 +151,11 @@ def run_cli(
 
 
 def run_in_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """`python -m jobs ...` in this process, on the tests' Spark session (the `spark`
+    """`python -m lakehouse ...` in this process, on the tests' Spark session (the `spark`
     fixture must have started it): the same command as run_cli's, without a JVM's
     start-up and warm-up per command. `env` is set for the command's time. Its output
     is captured, its exit code returned."""
-    from jobs.cli import main
+    from lakehouse.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with (

@@ -20,7 +20,7 @@ import org.apache.hadoop.fs.Path;
  * <p>Delta commits version N of a table by creating {@code _delta_log/N.json}; two
  * writers must never both succeed. Delta's {@link S3SingleDriverLogStore} only
  * guarantees that within one JVM (a lock, then "exists?", then a PUT). Across
- * processes the project's writer lock (include/storage/locks.py) serialises
+ * processes the project's writer lock (src/lakehouse/runtime/locks.py) serialises
  * writers, but a writer paused longer than its lease (a GC pause, SIGSTOP, a
  * suspended VM) resumes while another one holds the lock. So before each
  * commit this store checks that the lock object still names this writer
@@ -33,7 +33,7 @@ import org.apache.hadoop.fs.Path;
  *
  * <p>The lock's URI and this writer's token come from the Hadoop configuration
  * ({@code lakehouse.writer.lock}, {@code lakehouse.writer.token}), which Spark
- * fills from the session's settings (include/spark.py sets them while a command
+ * fills from the session's settings (src/lakehouse/runtime/spark.py sets them while a command
  * holds the lock). Without them (a session outside the lakehouse commands) it
  * behaves as its parent, with the conditional PUT.
  */

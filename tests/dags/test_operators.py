@@ -15,19 +15,19 @@ from airflow.sdk.definitions.retry_policy import RetryAction
 from airflow.sdk.exceptions import AirflowException, AirflowRescheduleException
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
-from include.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_REFUSED
-from include.orchestration import layer_assets
-from include.orchestration.operators import (
+from lakehouse.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_REFUSED
+from lakehouse.orchestration import layer_assets
+from lakehouse.orchestration.operators import (
     RETRY_POLICY,
     LakehouseSubmitOperator,
     Refused,
     asset_table,
 )
-from include.settings import Settings
-from jobs.quality.gate import Outcome
-from jobs.quality.validate import LayerCheck, TableCheck
-from jobs.reports.outcome import RunOutcome
-from jobs.reports.pages import write_run_report
+from lakehouse.quality.gate import Outcome
+from lakehouse.quality.validate import LayerCheck, TableCheck
+from lakehouse.reports.outcome import RunOutcome
+from lakehouse.reports.pages import write_run_report
+from lakehouse.runtime.settings import Settings
 
 VENV_BIN = Path(sys.executable).parent
 

@@ -10,7 +10,7 @@ from importlib.metadata import entry_points
 import pytest
 from fastapi import HTTPException
 
-from include.orchestration.plugin import (
+from lakehouse.orchestration.plugin import (
     NOTE_LIMIT,
     BackfillFormCheck,
     LakehousePlugin,

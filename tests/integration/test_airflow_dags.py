@@ -31,8 +31,8 @@ from deltalake import DeltaTable
 from dev.local_airflow import ADMIN, LocalAirflow
 from dev.local_spark_cluster import LocalSparkCluster
 from dev.processes import wait_until
-from jobs.quality.validate import last_passed_versions
-from jobs.reports.progress import CAUGHT_UP
+from lakehouse.quality.validate import last_passed_versions
+from lakehouse.runtime.progress import CAUGHT_UP
 from tests.helpers import (
     REPO,
     TABLE_NAMES,

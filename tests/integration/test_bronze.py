@@ -8,11 +8,11 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from jobs import catalog
-from jobs.catalog import SOURCES
-from jobs.drivers.bronze import run_bronze
-from jobs.drivers.recovery import recover_layer
-from jobs.generate import GeneratorConfig, generate
+from lakehouse import catalog
+from lakehouse.catalog import SOURCES
+from lakehouse.drivers.bronze import run_bronze
+from lakehouse.drivers.recovery import recover_layer
+from lakehouse.samples.generate import GeneratorConfig, generate
 from tests.helpers import delta_count, delta_rows, delta_table, landing_lines
 
 

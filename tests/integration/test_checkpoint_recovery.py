@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from include.delta import is_delta_table
-from include.delta.log import latest_version as delta_version
-from include.storage.checkpoints import UPGRADE_COMMAND
-from jobs.catalog import SOURCES
-from jobs.generate import GeneratorConfig, generate
+from lakehouse.catalog import SOURCES
+from lakehouse.samples.generate import GeneratorConfig, generate
+from lakehouse.storage.checkpoints import UPGRADE_COMMAND
+from lakehouse.storage.delta import is_delta_table
+from lakehouse.storage.delta.log import latest_version as delta_version
 from tests.helpers import (
     TABLE_NAMES,
     delta_rows,

@@ -53,14 +53,14 @@ def test_run_failure_exits_1_with_a_one_line_reason(tmp_path):
 
 
 def test_a_failed_stream_is_explained_by_its_innermost_python_error():
-    from jobs.cli import explain
+    from lakehouse.cli import explain
 
     spark_message = (
         "[STREAM_FAILED] Query [id = 9c8c, runId = 38e9] terminated with exception: "
         "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function "
         "in foreach batch sink. Reason: Traceback (most recent call last):\n"
         '  File "/work/main/include/delta/writes.py", line 70, in ensure_table\n'
-        "include.errors.LakehouseError: Delta table /data/t has columns ['a'], the job writes "
+        "lakehouse.errors.LakehouseError: Delta table /data/t has columns ['a'], the job writes "
         "['b']; migrate the table or write to a new location\n SQLSTATE: 39000\n"
         "=== Streaming Query ==="
     )

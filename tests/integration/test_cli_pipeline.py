@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from jobs.reports.monitoring import event_log_path
+from lakehouse.runtime.monitoring import event_log_path
 from tests.helpers import (
     TABLE_NAMES,
     assert_gold_agrees_with_duckdb,
@@ -50,7 +50,7 @@ def test_event_log_holds_every_query_of_the_run(root):
     assert silver_in == delta_count(settings.table("bronze", "impressions")) > 0
     stateful = [r for r in log if r["query"] == "silver/impressions"]
     assert all(r["watermark"] is not None for r in stateful)
-    # RocksDB does not count its rows (include/spark.py): the log holds the state's size.
+    # RocksDB does not count its rows (lakehouse.runtime.spark): the log holds the state's size.
     assert all(r["state_rows"] is None for r in stateful)
     sizes = [
         op["customMetrics"]["rocksdbSstFileSize"]

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from include.storage.locks import LOCK_FILE
-from jobs.generate import GeneratorConfig, generate
+from lakehouse.runtime.locks import LOCK_FILE
+from lakehouse.samples.generate import GeneratorConfig, generate
 from tests.helpers import delta_rows, kill_group, run_cli, settings_for, start_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.full]

@@ -8,7 +8,7 @@ that hangs fails the test. A kill is one of:
 
 - a random moment of the run (any stage: Spark start-up, bronze, silver, gold,
   the quality checks, the report);
-- a named point around our writes (`include/faults.py`): just before or after
+- a named point around our writes (`src/lakehouse/faults.py`): just before or after
   the n-th Delta write (a micro-batch append, a MERGE, a backfill replacement,
   a ledger or results append), or a random few milliseconds after reaching it,
   that is while Spark writes the data files and Delta commits them;
@@ -52,11 +52,11 @@ import pytest
 from deltalake import DeltaTable
 
 from dev.s3_server import S3Server
-from include.delta.log import open_table
-from include.storage.objects import Root, S3Path, location, remove_tree
-from jobs.catalog import SOURCES
-from jobs.generate import GeneratorConfig, generate
-from jobs.schemas import table_schema
+from lakehouse.catalog import SOURCES
+from lakehouse.catalog.schemas import table_schema
+from lakehouse.samples.generate import GeneratorConfig, generate
+from lakehouse.storage.delta.log import open_table
+from lakehouse.storage.objects import Root, S3Path, location, remove_tree
 from tests.helpers import (
     TABLE_NAMES,
     delta_rows,

@@ -1,5 +1,5 @@
-"""include.delta against real Delta tables on disk: our writes through Spark's Delta connector,
-what streams see of them, and what other engines read back."""
+"""lakehouse.storage.delta against real Delta tables on disk: writes through Spark's Delta
+connector, what streams see of them, and what other engines read back."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from include.delta import (
+from lakehouse.storage.checkpoints import CheckpointError, guard, latest_versions, record_read
+from lakehouse.storage.delta import (
     StreamSink,
     append,
     ensure_table,
@@ -26,14 +27,13 @@ from include.delta import (
     read_table,
     replace_range,
 )
-from include.delta.log import (
+from lakehouse.storage.delta.log import (
     committed_batch,
     files_added,
     rows_written,
     streams_that_wrote,
     unread_commits,
 )
-from include.storage.checkpoints import CheckpointError, guard, latest_versions, record_read
 from tests.helpers import delta_count, delta_rows, delta_table, read_with_pyarrow_only
 
 SCHEMA = T.StructType(

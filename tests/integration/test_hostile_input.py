@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.catalog import SOURCES
+from lakehouse.catalog import SOURCES
 from tests.helpers import TABLE_NAMES, delta_rows, delta_table, run_in_process, settings_for
 
 pytestmark = pytest.mark.slow

@@ -26,17 +26,17 @@ from pathlib import Path
 import pytest
 
 from dev.kafka_broker import KafkaBroker, free_port
-from include.errors import LakehouseError
-from include.storage.checkpoints import CheckpointError
-from jobs.catalog import SOURCES
-from jobs.dates import DateRange
-from jobs.drivers.bronze import kafka_checkpoint, run_bronze
-from jobs.drivers.parity import run_parity
-from jobs.drivers.pipeline import run_pipeline
-from jobs.drivers.recovery import recover_kafka_topic, recover_layer
-from jobs.generate import GeneratorConfig, generate
-from jobs.produce import produce
-from jobs.quality.validate import reconciliation_frame
+from lakehouse.catalog import SOURCES
+from lakehouse.catalog.dates import DateRange
+from lakehouse.drivers.bronze import kafka_checkpoint, run_bronze
+from lakehouse.drivers.parity import run_parity
+from lakehouse.drivers.pipeline import run_pipeline
+from lakehouse.drivers.recovery import recover_kafka_topic, recover_layer
+from lakehouse.errors import LakehouseError
+from lakehouse.quality.validate import reconciliation_frame
+from lakehouse.samples.generate import GeneratorConfig, generate
+from lakehouse.samples.produce import produce
+from lakehouse.storage.checkpoints import CheckpointError
 from tests.helpers import delta_rows, kill_group, run_cli, settings_for, start_cli
 
 pytestmark = pytest.mark.slow

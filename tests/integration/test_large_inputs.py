@@ -25,7 +25,7 @@ import pytest
 from deltalake import DeltaTable
 
 from dev.processes import tree_memory_bytes
-from jobs.quality.ledger import ledger_path
+from lakehouse.quality.ledger import ledger_path
 from tests.helpers import delta_count, delta_table, kill_group, settings_for, start_cli
 
 pytestmark = pytest.mark.slow

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from include.delta.log import latest_version
-from jobs.catalog import EVENT_DATE
-from jobs.generate import GeneratorConfig, generate
+from lakehouse.catalog import EVENT_DATE
+from lakehouse.samples.generate import GeneratorConfig, generate
+from lakehouse.storage.delta.log import latest_version
 from tests.helpers import TABLE_NAMES, delta_table, run_cli, run_in_process, settings_for
 
 pytestmark = pytest.mark.slow
@@ -156,7 +156,7 @@ def test_backfill_pending_recomputes_the_dates_of_late_rows_once(spark, tmp_path
     assert versions(root) == before
 
 
-# Where a silver run that drops late rows is killed (include/faults.py): the first
+# Where a silver run that drops late rows is killed (src/lakehouse/faults.py): the first
 # stream (silver/impressions) after its first micro-batch's write is committed and
 # before Spark's commit file; after its last batch, before the late dates are
 # recorded; after they are recorded, before the checkpoint's sidecar moves on.

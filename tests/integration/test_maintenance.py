@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.generate import GeneratorConfig, generate
+from lakehouse.samples.generate import GeneratorConfig, generate
 from tests.helpers import TABLE_NAMES, delta_rows, run_cli, settings_for
 
 DAYS = [dt.datetime(2026, 11, d, tzinfo=dt.UTC) for d in (1, 2, 3)]

@@ -42,12 +42,12 @@ from pathlib import Path
 import pytest
 
 from dev.s3_server import S3Server, free_port
-from include.orchestration import REPO
-from include.storage import locks
-from include.storage.landing import LANDING_SUFFIXES
-from include.storage.locks import WriterBusyError, writer_lock
-from include.storage.objects import S3Path
-from jobs.catalog import SOURCES
+from lakehouse.catalog import SOURCES
+from lakehouse.orchestration import REPO
+from lakehouse.runtime import locks
+from lakehouse.runtime.locks import WriterBusyError, writer_lock
+from lakehouse.storage.landing import LANDING_SUFFIXES
+from lakehouse.storage.objects import S3Path
 from tests.helpers import (
     TABLE_NAMES,
     assert_gold_agrees_with_duckdb,

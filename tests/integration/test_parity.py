@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from jobs.catalog import LAYERS, TABLES_BY_ID
-from jobs.dates import DateRange
-from jobs.drivers.backfill import run_backfill
-from jobs.drivers.closed import applied_watermark
-from jobs.drivers.pipeline import run_layer
-from jobs.generate import GeneratorConfig, generate
-from jobs.schemas import table_schema
+from lakehouse.catalog import LAYERS, TABLES_BY_ID
+from lakehouse.catalog.dates import DateRange
+from lakehouse.catalog.schemas import table_schema
+from lakehouse.drivers.backfill import run_backfill
+from lakehouse.drivers.closed import applied_watermark
+from lakehouse.drivers.pipeline import run_layer
+from lakehouse.samples.generate import GeneratorConfig, generate
 from tests.helpers import TABLE_NAMES, delta_rows, delta_table, run_in_process, settings_for
 
 pytestmark = pytest.mark.slow

@@ -23,21 +23,21 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from include.delta.log import add_actions, read_arrow
-from include.errors import EXIT_BLOCKED
-from jobs.catalog import LAYERS, SOURCES
-from jobs.drivers.pipeline import run_pipeline, validate_tables
-from jobs.generate import GeneratorConfig, generate
-from jobs.quality.gate import SQL_RULE, QualityGate, Suite, load_suites, pandas_frame
-from jobs.quality.ledger import ledger_path
-from jobs.quality.validate import (
+from lakehouse.catalog import LAYERS, SOURCES
+from lakehouse.drivers.pipeline import run_pipeline, validate_tables
+from lakehouse.errors import EXIT_BLOCKED
+from lakehouse.quality.gate import SQL_RULE, QualityGate, Suite, load_suites, pandas_frame
+from lakehouse.quality.ledger import ledger_path
+from lakehouse.quality.validate import (
     DERIVED_CHECKS,
     LAYER_CHECKS,
     RECONCILIATION,
     results_path,
     suite_parameters,
 )
-from jobs.reports.outcome import RunOutcome
+from lakehouse.reports.outcome import RunOutcome
+from lakehouse.samples.generate import GeneratorConfig, generate
+from lakehouse.storage.delta.log import add_actions, read_arrow
 from tests.helpers import delta_count, delta_table, landing_lines, run_cli, settings_for
 
 pytestmark = pytest.mark.slow

@@ -7,11 +7,11 @@ import datetime as dt
 
 import pytest
 
-from jobs import catalog
-from jobs.cli import main
-from jobs.dates import DateRange
-from jobs.drivers.parity import run_parity
-from jobs.generate import GeneratorConfig, generate
+from lakehouse import catalog
+from lakehouse.catalog.dates import DateRange
+from lakehouse.cli import main
+from lakehouse.drivers.parity import run_parity
+from lakehouse.samples.generate import GeneratorConfig, generate
 from tests.helpers import delta_table, settings_for
 
 # Two full runs, a refused run and backfill, a migration and parity: two minutes.

@@ -18,16 +18,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from include.delta import StreamSink, append, ensure_table, read_stream
-from include.delta.log import STREAM_KEY, open_table
-from include.storage.checkpoints import CheckpointError, reads_input
-from jobs.catalog import SOURCES
-from jobs.drivers.streaming import run_available_now
-from jobs.reports.progress import StageResult
-from jobs.schemas import bronze_schema, table_schema
-from jobs.transforms.gold import actions_per_window
-from jobs.transforms.silver import attribute_clicks, dedupe_events
-from jobs.transforms.user_state import USER_BUCKETS, sessionize_user_actions, track_user_status
+from lakehouse.catalog import SOURCES
+from lakehouse.catalog.schemas import bronze_schema, table_schema
+from lakehouse.drivers.streaming import run_available_now
+from lakehouse.runtime.progress import StageResult
+from lakehouse.storage.checkpoints import CheckpointError, reads_input
+from lakehouse.storage.delta import StreamSink, append, ensure_table, read_stream
+from lakehouse.storage.delta.log import STREAM_KEY, open_table
+from lakehouse.transforms.gold import actions_per_window
+from lakehouse.transforms.silver import attribute_clicks, dedupe_events
+from lakehouse.transforms.user_state import USER_BUCKETS, sessionize_user_actions, track_user_status
 from tests.helpers import delta_rows
 
 T0 = dt.datetime(2026, 11, 1, 10, 0)

@@ -25,9 +25,9 @@ SETUP = """
 import datetime as dt, os, sys
 from pathlib import Path
 from pyspark.sql import functions as F, types as T
-from include.delta import append, ensure_table, replace_range
-from include.settings import Settings
-from include.spark import get_spark
+from lakehouse.storage.delta import append, ensure_table, replace_range
+from lakehouse.runtime.settings import Settings
+from lakehouse.runtime.spark import get_spark
 
 SCHEMA = T.StructType(
     [T.StructField("id", T.StringType()), T.StructField("event_date", T.DateType())]

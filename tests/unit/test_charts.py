@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import xml.etree.ElementTree as ET
 
-from jobs.reports.charts import LEGEND_CHAR_PX, history, line_chart
+from lakehouse.reports.charts import LEGEND_CHAR_PX, history, line_chart
 
 
 def report(run_id: str, started: str, layer: str, dag_run: str | None = None, **figures):

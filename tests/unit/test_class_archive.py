@@ -1,4 +1,4 @@
-"""The driver JVM's options: the class-data-sharing archive (include/class_archive.py) is
+"""The driver JVM's options: the class-data-sharing archive (lakehouse.runtime.class_archive) is
 optional (named only when it exists, and a JVM that cannot use it starts as without it);
 short-lived drivers compile with the JIT's quick tier."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
-import include.spark
-from include.spark import driver_java_options
+import lakehouse.runtime.spark
+from lakehouse.runtime.spark import driver_java_options
 from tests.helpers import settings_for
 
 LAUNCHER = "org.apache.spark.launcher.Main"
@@ -21,7 +21,7 @@ LAUNCHER = "org.apache.spark.launcher.Main"
 
 def test_driver_options_name_the_archive_only_when_it_exists(tmp_path, monkeypatch):
     archive = tmp_path / "lakehouse-classes.jsa"
-    monkeypatch.setattr(include.spark, "archive_path", lambda: archive)
+    monkeypatch.setattr(lakehouse.runtime.spark, "archive_path", lambda: archive)
     assert "SharedArchiveFile" not in driver_java_options()
     archive.write_bytes(b"recorded")
     assert f"-XX:SharedArchiveFile={archive}" in driver_java_options()
@@ -38,7 +38,7 @@ def test_a_jvm_starts_quietly_with_an_archive_it_cannot_use(tmp_path, monkeypatc
         capture_output=True,
     )
     assert archive.is_file()
-    monkeypatch.setattr(include.spark, "archive_path", lambda: archive)
+    monkeypatch.setattr(lakehouse.runtime.spark, "archive_path", lambda: archive)
     done = subprocess.run(
         ["java", *shlex.split(driver_java_options()), "-cp", str(tmp_path), "-version"],
         capture_output=True,
@@ -53,7 +53,7 @@ def test_a_jvm_starts_quietly_with_an_archive_it_cannot_use(tmp_path, monkeypatc
 def test_short_lived_drivers_compile_with_the_quick_tier_and_the_tests_session_does_not(tmp_path):
     settings = settings_for(tmp_path)
     quick = "-XX:TieredStopAtLevel=1"
-    assert quick in include.spark.submit_conf(settings)["spark.driver.extraJavaOptions"]
-    assert quick in include.spark.session_conf(settings)["spark.driver.extraJavaOptions"]
-    tests = include.spark.session_conf(settings, for_tests=True)
+    assert quick in lakehouse.runtime.spark.submit_conf(settings)["spark.driver.extraJavaOptions"]
+    assert quick in lakehouse.runtime.spark.session_conf(settings)["spark.driver.extraJavaOptions"]
+    tests = lakehouse.runtime.spark.session_conf(settings, for_tests=True)
     assert quick not in tests["spark.driver.extraJavaOptions"]

@@ -195,11 +195,11 @@ def test_the_spark_cluster_requires_the_shared_secret(compose):
 
 
 def test_airflow_init_refuses_the_placeholder_secrets_before_anything_else(compose, tmp_path):
-    from include.orchestration.deployment import PLACEHOLDER, SECRETS
+    from lakehouse.orchestration.deployment import PLACEHOLDER, SECRETS
 
     init = compose["services"]["airflow-init"]
     assert init["command"][0].startswith(
-        "python -m include.orchestration.deployment check-secrets &&"
+        "python -m lakehouse.orchestration.deployment check-secrets &&"
     )
     # The Spark master waits for it too: no service starts with a placeholder secret.
     for name in ("airflow-apiserver", "airflow-scheduler", "spark-master"):
@@ -211,7 +211,7 @@ def test_airflow_init_refuses_the_placeholder_secrets_before_anything_else(compo
 
     def check(environment: dict[str, str]) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "include.orchestration.deployment", "check-secrets"],
+            [sys.executable, "-m", "lakehouse.orchestration.deployment", "check-secrets"],
             cwd=REPO,
             env={"PATH": os.environ["PATH"], **environment},
             capture_output=True,

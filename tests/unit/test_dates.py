@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from jobs.cli import build_parser
-from jobs.dates import DateRange, backfill_request, nightly_request
+from lakehouse.catalog.dates import DateRange, backfill_request, nightly_request
+from lakehouse.cli import build_parser
 
 DAY = dt.datetime(2026, 11, 5, tzinfo=dt.UTC)
 INTERVAL = (DAY, DAY + dt.timedelta(days=1))

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from include.storage.checkpoints import CheckpointError, caught_up, files_read
-from include.storage.landing import landing_uri, manifest_files, manifest_name, scan_landing
-from include.storage.objects import write_atomically
+from lakehouse.storage.checkpoints import CheckpointError, caught_up, files_read
+from lakehouse.storage.landing import landing_uri, manifest_files, manifest_name, scan_landing
+from lakehouse.storage.objects import write_atomically
 
 
 def write_log(path: Path, files: list[str]) -> None:

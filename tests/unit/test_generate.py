@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.catalog import SOURCES
-from jobs.generate import GeneratorConfig, generate, landing_is_empty
+from lakehouse.catalog import SOURCES
+from lakehouse.samples.generate import GeneratorConfig, generate, landing_is_empty
 from tests.helpers import landing_lines
 
 

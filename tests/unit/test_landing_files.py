@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from include.storage.landing import MAX_READ_LINE_BYTES, unreadable_file_reason
+from lakehouse.storage.landing import MAX_READ_LINE_BYTES, unreadable_file_reason
 
 LINES = b"".join(b'{"n":%d}\n' % i for i in range(20_000))
 MAX_LINE = 1024 * 1024

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.catalog import SOURCES
+from lakehouse.catalog import SOURCES
 from tests.unit.test_landing_parse import INGESTED_AT, TOLERANCE
 from tests.unit.test_landing_parse import parse as parse_by_file_name
 
@@ -260,7 +260,7 @@ def test_a_reasons_class_is_the_same_in_python_and_in_spark(spark, texts):
     Spark (many): both must class every reason alike."""
     from pyspark.sql import functions as F
 
-    from jobs.transforms.landing import reason_class, reason_class_of
+    from lakehouse.transforms.landing import reason_class, reason_class_of
 
     frame = spark.createDataFrame([(text,) for text in texts], "reason string")
     on_spark = [row[0] for row in frame.select(reason_class(F.col("reason"))).collect()]

@@ -8,8 +8,8 @@ import datetime as dt
 import pytest
 from pyspark.sql import functions as F
 
-from jobs.catalog import SOURCES, Source
-from jobs.transforms.landing import parse_landing_lines, plain_document_types, reason_class
+from lakehouse.catalog import SOURCES, Source
+from lakehouse.transforms.landing import parse_landing_lines, plain_document_types, reason_class
 
 IMPRESSIONS, CLICKS, USER_ACTIONS = SOURCES.values()
 

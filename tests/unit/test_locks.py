@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from include.storage.locks import LOCK_FILE, WriterBusyError, writer_lock
+from lakehouse.runtime.locks import LOCK_FILE, WriterBusyError, writer_lock
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from include.storage.locks import writer_lock
+from lakehouse.runtime.locks import writer_lock
 with writer_lock(Path(sys.argv[1]), "lakehouse run", 0, print):
     print("locked", flush=True)
     time.sleep(float(sys.argv[2]))

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from jobs.drivers.maintain import expire_reports
+from lakehouse.drivers.maintain import expire_reports
 
 DAY = 24 * 3600
 

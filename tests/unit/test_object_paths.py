@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from include.settings import Settings
-from include.storage.landing import landing_uri
-from include.storage.objects import S3Connection, S3Path, location, path_of_uri, relative
+from lakehouse.runtime.settings import Settings
+from lakehouse.storage.landing import landing_uri
+from lakehouse.storage.objects import S3Connection, S3Path, location, path_of_uri, relative
 
 CONNECTION = S3Connection(
     endpoint_url="http://127.0.0.1:9000",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.drivers.parity import compare
+from lakehouse.drivers.parity import compare
 
 SCHEMA = "id string, clicks long, ctr double"
 

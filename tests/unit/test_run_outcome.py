@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from jobs.catalog import LAYERS
-from jobs.reports.monitoring import operator_state
-from jobs.reports.outcome import RunOutcome
-from jobs.reports.progress import StageResult, size_text
+from lakehouse.catalog import LAYERS
+from lakehouse.reports.outcome import RunOutcome
+from lakehouse.runtime.monitoring import operator_state
+from lakehouse.runtime.progress import StageResult, size_text
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 

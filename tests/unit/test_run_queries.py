@@ -1,4 +1,4 @@
-"""How a run schedules a layer's queries (`jobs.drivers.pipeline.run_queries`): side by
+"""How a run schedules a layer's queries (`lakehouse.drivers.pipeline.run_queries`): side by
 side, each once what it reads has ended and passed its checks; what reads a table that
 failed never runs; after an error nothing starts. Real threads, queries that record
 what they see."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import threading
 import time
 
-from jobs.drivers.pipeline import LayerQuery, run_queries
-from jobs.reports.progress import StageResult
+from lakehouse.drivers.pipeline import LayerQuery, run_queries
+from lakehouse.runtime.progress import StageResult
 
 WAIT = 10  # seconds: a query that waits longer for another failed the test
 

@@ -14,8 +14,8 @@ import pytest
 
 from dev.local_airflow import LocalAirflow
 from dev.local_spark_cluster import LocalSparkCluster
-from include.settings import Settings
-from include.spark import session_conf
+from lakehouse.runtime.settings import Settings
+from lakehouse.runtime.spark import session_conf
 from tests.helpers import REPO
 
 SHIPPED_CONFIG = ["docker-compose.yml", ".env.example", "Dockerfile", "dev/local_airflow.py"]
@@ -180,7 +180,7 @@ def test_make_audit_fails_on_findings_and_never_calls_a_partial_scan_clean(
 
 def test_every_report_template_is_autoescaped_and_marks_nothing_safe():
     """Landing values reach the report pages: no template may turn escaping off."""
-    from jobs.reports.pages import TEMPLATES, _templates
+    from lakehouse.reports.pages import TEMPLATES, _templates
 
     environment = _templates()
     templates = sorted(TEMPLATES.glob("*.j2"))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from include.settings import Settings
-from include.spark import LOCAL_CHECKPOINT_FILES, session_conf, submit_conf
+from lakehouse.runtime.settings import Settings
+from lakehouse.runtime.spark import LOCAL_CHECKPOINT_FILES, session_conf, submit_conf
 
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 

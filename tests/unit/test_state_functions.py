@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from jobs.transforms.state.sessions import (
+from lakehouse.transforms.state.sessions import (
     Action,
     advance_sessions,
     session_id,
     split_sessions,
 )
-from jobs.transforms.state.user_status import Status, advance_status, inactive_at
+from lakehouse.transforms.state.user_status import Status, advance_status, inactive_at
 
 MIN = 60 * 1_000_000  # one minute in microseconds
 T0 = 1_793_000_000 * 1_000_000

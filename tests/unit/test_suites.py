@@ -1,4 +1,4 @@
-"""The suites in expectations/: complete, valid for Great Expectations, and about real columns."""
+"""The suites (lakehouse/quality/suites/): complete, valid for GX, about real columns."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from include.settings import Settings
-from jobs.catalog import LAYERS, SOURCES, TABLES_BY_ID
-from jobs.quality.gate import EXPECTATIONS_DIR, load_suite, load_suites
-from jobs.quality.validate import (
+from lakehouse.catalog import LAYERS, SOURCES, TABLES_BY_ID
+from lakehouse.catalog.schemas import QUARANTINE_SCHEMA, bronze_schema, table_schema
+from lakehouse.quality.gate import EXPECTATIONS_DIR, load_suite, load_suites
+from lakehouse.quality.validate import (
     LATE_DROPS,
     LATE_DROPS_SCHEMA,
     LAYER_CHECKS,
@@ -18,7 +18,7 @@ from jobs.quality.validate import (
     RECONCILIATION_SCHEMA,
     suite_parameters,
 )
-from jobs.schemas import QUARANTINE_SCHEMA, bronze_schema, table_schema
+from lakehouse.runtime.settings import Settings
 from tests.unit.test_landing_parse import REJECTED_LINES
 
 SUITES = load_suites(parameters=suite_parameters(Settings.load(data_root="unused")))
@@ -76,7 +76,7 @@ def test_every_expectation_names_columns_of_its_table(table):
 def test_every_expectation_is_a_valid_gx_configuration(table):
     import great_expectations as gx
 
-    import jobs.quality.expectations  # noqa: F401  (registers the SQL rule, as the gate does)
+    import lakehouse.quality.expectations  # noqa: F401  (registers the SQL rule, as the gate does)
 
     suite = SUITES[table]
     built = gx.ExpectationSuite(name=suite.table, expectations=list(suite.expectations))

@@ -9,12 +9,12 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.catalog import SOURCES, Closing
-from jobs.schemas import bronze_schema, table_schema
-from jobs.transforms.closing import close
-from jobs.transforms.gold import actions_per_window, ad_performance_hourly, campaign_daily
-from jobs.transforms.silver import attribute_clicks, dedupe_events
-from jobs.transforms.user_state import sessionize_user_actions, track_user_status
+from lakehouse.catalog import SOURCES, Closing
+from lakehouse.catalog.schemas import bronze_schema, table_schema
+from lakehouse.transforms.closing import close
+from lakehouse.transforms.gold import actions_per_window, ad_performance_hourly, campaign_daily
+from lakehouse.transforms.silver import attribute_clicks, dedupe_events
+from lakehouse.transforms.user_state import sessionize_user_actions, track_user_status
 
 DAY = dt.date(2026, 11, 1)
 T0 = dt.datetime(2026, 11, 1, 10, 0)

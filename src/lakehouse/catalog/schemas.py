@@ -1,0 +1,69 @@
+"""Spark schemas of every table, derived from the catalog (src/lakehouse/catalog/__init__.py).
+
+Explicit `StructType`s, never inferred: a source's event fields (strings and
+`event_time`), bronze (those plus `_ingested_at`, `_source_file` and the
+Kafka columns), quarantine, and each silver and gold table's columns.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import types as T
+
+from lakehouse.catalog import EVENT_TIME, Source, Table, table
+
+SPARK_TYPES: dict[str, T.DataType] = {
+    "string": T.StringType(),
+    "timestamp": T.TimestampType(),
+    "long": T.LongType(),
+    "double": T.DoubleType(),
+    "date": T.DateType(),
+}
+
+# Where a row came from when it was a Kafka message (null for a landing line);
+# `_source_file` then reads `kafka:<topic>/<partition>/<offset>`. After the other
+# bookkeeping columns: added at the end of tables written before Kafka ingestion.
+KAFKA_COLUMNS = (
+    T.StructField("_kafka_topic", T.StringType()),
+    T.StructField("_kafka_partition", T.IntegerType()),
+    T.StructField("_kafka_offset", T.LongType()),
+)
+
+QUARANTINE_SCHEMA = T.StructType(
+    [
+        T.StructField("raw", T.StringType()),
+        T.StructField("reason", T.StringType()),
+        # The exact bytes, base64-encoded, when the line is not valid UTF-8
+        # (`raw` then shows it with replacement characters).
+        T.StructField("raw_base64", T.StringType()),
+        T.StructField("_source_file", T.StringType()),
+        T.StructField("_ingested_at", T.TimestampType()),
+        *KAFKA_COLUMNS,
+    ]
+)
+
+
+def event_schema(source: Source) -> T.StructType:
+    return T.StructType(
+        [T.StructField(name, T.StringType()) for name in source.string_fields]
+        + [T.StructField(EVENT_TIME, T.TimestampType())]
+    )
+
+
+def bronze_schema(source: Source) -> T.StructType:
+    """The event fields, the bookkeeping columns (Kafka's last), then the optional
+    fields: whatever is added later is a column added at the end of existing tables."""
+    return T.StructType(
+        [
+            *event_schema(source).fields,
+            T.StructField("_ingested_at", T.TimestampType()),
+            T.StructField("_source_file", T.StringType()),
+            *KAFKA_COLUMNS,
+            *(T.StructField(name, T.StringType()) for name in source.optional_fields),
+        ]
+    )
+
+
+def table_schema(entry: Table | str) -> T.StructType:
+    """Schema of a silver or gold table (a catalog entry, or its id `silver/clicks`)."""
+    found = table(entry) if isinstance(entry, str) else entry
+    return T.StructType([T.StructField(name, SPARK_TYPES[kind]) for name, kind in found.columns])

@@ -1,0 +1,646 @@
+"""The `lakehouse` command (also `python -m lakehouse`): the one way jobs are run.
+
+The Airflow DAGs submit this same entry point with spark-submit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
+
+from lakehouse.catalog import DERIVED_LAYERS, LAYERS, SOURCES
+from lakehouse.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_REFUSED, EXIT_USAGE, LakehouseError
+from lakehouse.runtime.locks import writer_lock
+from lakehouse.runtime.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakehouse.reports.outcome import RunOutcome
+    from lakehouse.samples.generate import GeneratorConfig
+
+EPILOG = """\
+data root: --data-root, else $LAKEHOUSE_DATA_ROOT, else ./data
+environment: LAKEHOUSE_SPARK_MASTER (default local[*]), LAKEHOUSE_SHUFFLE_PARTITIONS,
+             LAKEHOUSE_MAX_FILES_PER_TRIGGER (default 1000),
+             LAKEHOUSE_MAX_LINE_BYTES (default 1 MiB),
+             LAKEHOUSE_LOCK_TIMEOUT (seconds a writer waits for another one, default 900),
+             LAKEHOUSE_STATE_STORE (rocksdb or hdfs, for new stateful queries; default rocksdb),
+             LAKEHOUSE_DRIVER_MEMORY (the driver JVM's heap, where local mode runs; default 2g),
+             LAKEHOUSE_LATE_SHARE_WARNING (warn when a query drops more of its input as late;
+             default 0.05),
+             LAKEHOUSE_QUERY_THREADS (queries that read nothing of each other run on up to
+             this many threads at once; default 3, 1 runs them one after the other),
+             LAKEHOUSE_CHECK_ARROW_MAX_ROWS (checks of up to this many rows run on an Arrow
+             copy, GX's pandas engine and a local relation; default 100000, 0: on Spark)
+kafka:       LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS (unset: no Kafka), LAKEHOUSE_KAFKA_TOPIC_PREFIX,
+             LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER (default 1000000),
+             LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS (default true)
+s3:          a data root s3a://bucket/prefix; AWS_ENDPOINT_URL (unset: Amazon S3),
+             AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION (default us-east-1)
+reports:     LAKEHOUSE_REPORTS_DIR, else <data root>/reports, else ./reports (an S3 root)
+"""
+
+
+def _date(text: str) -> dt.datetime:
+    try:
+        day = dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+    return dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
+
+
+def _day(text: str) -> dt.date:
+    return _date(text).date()
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1: {text}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text}")
+    return value
+
+
+KAFKA_HELP = "Kafka brokers, host:port[,...] (default $LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS)"
+
+
+def _generator_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--events", type=_positive, required=True, help="number of distinct events"
+    )
+    command.add_argument(
+        "--seed", type=int, required=True, help="random seed (same seed, same lines)"
+    )
+    command.add_argument(
+        "--start", type=_date, default=_date("2026-11-01"), help="first day (UTC), YYYY-MM-DD"
+    )
+    command.add_argument("--days", type=int, default=1, help="days the events span (default 1)")
+    command.add_argument("--out-of-order-rate", type=_rate, default=0.10, help="default 0.10")
+    command.add_argument("--late-rate", type=_rate, default=0.005, help="default 0.005")
+    command.add_argument("--duplicate-rate", type=_rate, default=0.02, help="default 0.02")
+    command.add_argument("--malformed-rate", type=_rate, default=0.005, help="default 0.005")
+    command.add_argument(
+        "--file-minutes", type=int, default=60, help="arrival minutes per file (default 60)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lakehouse",
+        description="Incremental lakehouse on Spark and Delta Lake: "
+        "landing -> bronze -> silver -> gold.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--data-root",
+        help="root folder (or s3a://bucket/prefix) of landing/, lakehouse/, checkpoints/",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    gen = commands.add_parser(
+        "generate",
+        parents=[common],
+        help="write realistic sample events into landing/",
+        description="Write sample events for all sources into landing/ (deterministic by --seed). "
+        "Rates are fractions of events; see src/lakehouse/samples/generate.py for what each means.",
+    )
+    _generator_arguments(gen)
+    gen.add_argument(
+        "--gzip-rate", type=_rate, default=0.10, help="share of files gzipped, default 0.10"
+    )
+    gen.add_argument(
+        "--if-empty", action="store_true", help="do nothing if landing/ already has files"
+    )
+    produce = commands.add_parser(
+        "produce",
+        parents=[common],
+        help="publish the same sample events to the Kafka topics",
+        description="Publish what `generate` would write (same arguments, same lines: "
+        "duplicates, out-of-order, late and malformed included) as messages, one per line, "
+        "to the topic of each source (docs/kafka.md).",
+    )
+    _generator_arguments(produce)
+    produce.add_argument("--kafka-bootstrap-servers", help=KAFKA_HELP)
+    produce.add_argument("--spark-master", help="Spark master URL")
+
+    run = commands.add_parser(
+        "run",
+        parents=[common],
+        help="one incremental run of every stage (Trigger.AvailableNow), then exit",
+        description="Process everything that arrived since the last run, exactly once, then stop.",
+    )
+    run.add_argument(
+        "--layer",
+        action="append",
+        choices=LAYERS,
+        help="only this layer's queries and checks (repeatable; default: all, in order). "
+        "Airflow runs one layer per task.",
+    )
+    run.add_argument(
+        "--spark-master", help="Spark master URL (default $LAKEHOUSE_SPARK_MASTER or local[*])"
+    )
+    run.add_argument(
+        "--kafka-bootstrap-servers",
+        help=KAFKA_HELP + "; when set, bronze also ingests the sources' topics",
+    )
+
+    validate = commands.add_parser(
+        "validate",
+        parents=[common],
+        help="run the data-quality checkpoints on the current tables and write the report",
+        description="Run every expectation of the chosen layer(s) on the whole current tables, "
+        "render Data Docs and a summary page under reports/, record the results in "
+        "lakehouse/_meta/dq_results. Exit 3 if a blocking expectation fails.",
+    )
+    validate.add_argument(
+        "--layer",
+        action="append",
+        choices=LAYERS,
+        help="only this layer (repeatable; default: all, in order)",
+    )
+    validate.add_argument(
+        "--new-rows",
+        action="store_true",
+        help="check only rows written since each table last passed, as `run` does "
+        "(an unchanged table runs only its time-dependent rules); default: whole tables",
+    )
+    validate.add_argument("--spark-master", help="Spark master URL")
+
+    state = commands.add_parser(
+        "state",
+        parents=[common],
+        help="show the open state of every stateful query",
+        description="Read each streaming checkpoint with Spark's state data source and print "
+        "the rows each stateful operator holds.",
+    )
+    state.add_argument("--spark-master", help="Spark master URL")
+
+    for name, help_text, description in (
+        (
+            "backfill",
+            "recompute silver and gold for a date range from bronze, in batch",
+            "Recompute silver and gold for event dates START..END (inclusive, UTC) from bronze "
+            "and replace exactly those dates, atomically per table. Re-running gives the same "
+            "tables. gold/user_status is recomputed whole.",
+        ),
+        (
+            "parity",
+            "check streaming tables against a batch recomputation of a date range",
+            "Recompute START..END in batch (closing rows at the watermarks the streaming queries "
+            "reached) into a scratch data root and diff it with the live tables; exit 1 on any "
+            "difference.",
+        ),
+    ):
+        command = commands.add_parser(
+            name, parents=[common], help=help_text, description=description
+        )
+        required = name != "backfill"  # which may be --pending instead
+        command.add_argument("--start", type=_day, required=required, help="first date, YYYY-MM-DD")
+        command.add_argument("--end", type=_day, required=required, help="last date, YYYY-MM-DD")
+        command.add_argument("--spark-master", help="Spark master URL")
+    maintain = commands.add_parser(
+        "maintain",
+        parents=[common],
+        help="compact and vacuum every table, expire old reports",
+        description="Compact the small files of every Delta table under lakehouse/ (Delta's "
+        "OPTIMIZE: a commit streams skip), vacuum files unreferenced for longer than "
+        "--retain-hours (Delta's VACUUM), and delete run reports, Data Docs pages and parity "
+        "scratch folders older than --keep-days. Never run it beside a writer (Airflow: the "
+        "lakehouse_writers pool).",
+    )
+    maintain.add_argument("--spark-master", help="Spark master URL")
+    maintain.add_argument(
+        "--retain-hours",
+        type=_positive,
+        default=168,
+        help="vacuum files unreferenced for longer than this (default 168, Delta's default; "
+        "time travel and lagging streams cannot go further back)",
+    )
+    maintain.add_argument(
+        "--keep-days",
+        type=_positive,
+        default=30,
+        help="keep reports, Data Docs pages and parity scratch this many days (default 30)",
+    )
+    recover = commands.add_parser(
+        "recover",
+        parents=[common],
+        help="restart a layer's streams after their checkpoints were lost or damaged",
+        description="The recovery a checkpoint error asks for. Moves the layer's checkpoints "
+        "to checkpoints/_retired/<time>/. bronze: the next run reads every landing file "
+        "again and skips the files bronze and quarantine already hold, and reads each Kafka "
+        "topic again from its earliest offsets, skipping the messages the tables hold. "
+        "silver, gold: rebuilds the layer's tables, and every table computed from them, by "
+        "backfill over every date in bronze; the streams' next run reads their sources whole "
+        "to rebuild state and writes only rows the backfill did not. --kafka-source S "
+        "--from earliest|latest: restarts the source's Kafka stream on its topic as it is "
+        "now (the choice asked for when the topic was deleted and created again). See "
+        "docs/operations.md, 'Recovering a stream'.",
+    )
+    recover.add_argument(
+        "--layer",
+        action="append",
+        choices=LAYERS,
+        help="the layer to recover (repeatable)",
+    )
+    recover.add_argument(
+        "--kafka-source",
+        choices=list(SOURCES),
+        help="restart this source's Kafka stream on its topic as it is now",
+    )
+    recover.add_argument(
+        "--from",
+        dest="start",
+        choices=("earliest", "latest"),
+        help="with --kafka-source: read the topic from its oldest message, or from its end",
+    )
+    recover.add_argument("--kafka-bootstrap-servers", help=KAFKA_HELP)
+    recover.add_argument("--spark-master", help="Spark master URL")
+    migrate = commands.add_parser(
+        "migrate",
+        parents=[common],
+        help="move the lakehouse over to changed rules or columns in the catalog",
+        description="After a rule or a table's columns changed in the catalog, `run` "
+        "refuses the streams started with the old values. This gives those tables, and every "
+        "table computed from them, new checkpoints and recomputes them by backfill over every "
+        "date in bronze; the next `run` goes on from there. Does nothing when nothing changed. "
+        "See docs/operations.md, 'Changing a rule'.",
+    )
+    migrate.add_argument("--spark-master", help="Spark master URL")
+    backfill = commands.choices["backfill"]
+    backfill.add_argument(
+        "--pending",
+        action="store_true",
+        help="instead of --start/--end: every date holding rows the streams dropped as late "
+        "since its last backfill (prints them; does nothing when there are none)",
+    )
+    backfill.add_argument(
+        "--layer",
+        action="append",
+        choices=DERIVED_LAYERS,
+        help="only this layer's tables (repeatable; default: silver and gold)",
+    )
+    return parser
+
+
+def in_order(chosen: Sequence[str] | None, names: Sequence[str]) -> list[str]:
+    """The chosen layers (all when none) in pipeline order, each once."""
+    return [name for name in names if not chosen or name in chosen]
+
+
+def _generator_config(args: argparse.Namespace, gzip_rate: float = 0.0) -> GeneratorConfig:
+    from lakehouse.samples.generate import GeneratorConfig
+
+    return GeneratorConfig(
+        events=args.events,
+        seed=args.seed,
+        start=args.start,
+        days=args.days,
+        out_of_order_rate=args.out_of_order_rate,
+        late_rate=args.late_rate,
+        duplicate_rate=args.duplicate_rate,
+        malformed_rate=args.malformed_rate,
+        gzip_rate=gzip_rate,
+        file_minutes=args.file_minutes,
+    )
+
+
+def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.samples.generate import generate, landing_is_empty
+
+    if args.if_empty and not landing_is_empty(settings.landing):
+        print(f"landing: {settings.landing} already has files; not generating")
+        return 0
+    started = time.perf_counter()
+    summary = generate(_generator_config(args, args.gzip_rate), settings.landing)
+    print(summary.describe())
+    print(f"landing: {settings.landing} ({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+def cmd_produce(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.runtime.spark import get_spark
+    from lakehouse.samples.produce import produce
+
+    started = time.perf_counter()
+    spark = get_spark(settings, app_name="lakehouse-produce", streaming=False)
+    summary = produce(spark, settings, _generator_config(args))
+    print(summary.describe().rsplit("\n", 1)[0])
+    topics = ", ".join(settings.kafka_topic(source) for source in summary.lines)
+    print(
+        f"published {sum(summary.lines.values()):,} messages to {topics} on "
+        f"{settings.kafka_bootstrap_servers} ({time.perf_counter() - started:.1f} s)"
+    )
+    return 0
+
+
+def _echo(line: str) -> None:
+    print(line, flush=True)
+
+
+def _blocked(outcome: RunOutcome) -> int:
+    """Exit status of a run or validation; a blocked one says so on stderr, once (the
+    failures themselves are among the check lines printed above)."""
+    failures = [o for check in outcome.checks for o in check.failures]
+    if not failures:
+        return 0
+    where = f"{len(failures)} blocking check(s) failed (the BLOCKING lines above)"
+    if outcome.not_run:
+        where += f"; not run: {', '.join(outcome.not_run)}"
+    print(f"lakehouse {outcome.command}: {where}; report: {outcome.report}", file=sys.stderr)
+    return EXIT_BLOCKED
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.drivers.pipeline import run_pipeline
+    from lakehouse.quality import gate
+    from lakehouse.quality.validate import results_path
+    from lakehouse.runtime.monitoring import event_log_path
+    from lakehouse.runtime.runs import new_run_id
+    from lakehouse.runtime.spark import LazySpark, get_spark
+
+    startup: list[float] = []
+
+    def start_spark() -> SparkSession:
+        """Spark starts when the first query or check needs it: a run with nothing
+        new reads only logs, checkpoints and landing folders, and starts none."""
+        started = time.perf_counter()
+        spark = get_spark(settings, app_name="lakehouse-run")
+        startup.append(time.perf_counter() - started)
+        _echo(f"spark {spark.version} master={spark.sparkContext.master} ({startup[0]:.1f} s)")
+        return spark
+
+    gate.preload()
+    spark = cast("SparkSession", LazySpark(start_spark))
+    layers = in_order(args.layer, LAYERS)
+    outcome = run_pipeline(spark, settings, new_run_id(), echo=_echo, layers=layers)
+    # The report's time, Spark's start-up included.
+    started = f"{startup[0]:.1f} s of it Spark's start-up" if startup else "Spark not started"
+    print(f"run {outcome.status} in {outcome.seconds:.1f} s ({started})")
+    print(f"data root:   {settings.data_root}")
+    print(f"tables:      {settings.lakehouse}/{{bronze,quarantine,silver,gold}}/<table>")
+    print(f"event log:   {event_log_path(settings)} (run_id {outcome.run_id})")
+    print(f"dq results:  {results_path(settings)}")
+    print(f"checkpoints: {settings.checkpoints}")
+    print(f"report:      {outcome.report}")
+    return _blocked(outcome)
+
+
+def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.drivers.pipeline import validate_tables
+    from lakehouse.quality import gate
+    from lakehouse.runtime.spark import get_spark
+
+    gate.preload()
+    spark = get_spark(settings, app_name="lakehouse-validate", streaming=False)
+    layers = in_order(args.layer, LAYERS)
+    outcome = validate_tables(spark, settings, layers, echo=_echo, whole_table=not args.new_rows)
+    print(f"validate {outcome.status} in {outcome.seconds:.1f} s")
+    print(f"report:      {outcome.report}")
+    return _blocked(outcome)
+
+
+def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.catalog.dates import DateRange
+    from lakehouse.drivers.backfill import Dates, run_backfill
+    from lakehouse.drivers.late import pending_dates
+    from lakehouse.drivers.pipeline import reported
+    from lakehouse.drivers.recovery import streams_behind
+    from lakehouse.reports.outcome import RunOutcome
+    from lakehouse.runtime.runs import new_run_id
+    from lakehouse.runtime.spark import get_spark
+
+    given = (args.start, args.end)
+    if (args.pending and given != (None, None)) or (not args.pending and None in given):
+        print("lakehouse backfill: give --start and --end, or --pending", file=sys.stderr)
+        return EXIT_USAGE
+    chosen = None if args.pending else DateRange(args.start, args.end)
+    behind = streams_behind(settings)
+    if behind:
+        print(
+            "lakehouse backfill: refused: the streams still have rows to write; after a "
+            "backfill they would write them again (duplicates). Run `lakehouse run` (in "
+            "Airflow: let lakehouse_incremental succeed) first, then the backfill.",
+            file=sys.stderr,
+        )
+        for line in behind:
+            print(f"  {line}", file=sys.stderr)
+        return EXIT_REFUSED
+    spark = get_spark(settings, app_name="lakehouse-backfill", streaming=False)
+    layers = in_order(args.layer, DERIVED_LAYERS)
+    run = RunOutcome(
+        new_run_id("backfill"), "backfill", dt.datetime.now(dt.UTC), layers=tuple(layers)
+    )
+    with reported(settings, run) as outcome:
+        if chosen is None:
+            pending = pending_dates(spark, settings)
+            outcome.dates = f"pending: {', '.join(map(str, pending)) or 'none'}"
+            if pending:
+                print(f"backfill --pending: {len(pending)} date(s): {', '.join(map(str, pending))}")
+            else:
+                print(
+                    "backfill --pending: no date holds late rows since its last backfill; "
+                    "nothing to do"
+                )
+        else:
+            outcome.dates = f"{chosen.start}..{chosen.end}"
+        dates: Dates = pending if chosen is None else chosen
+        if dates:
+            for result in run_backfill(spark, settings, dates, layers):
+                outcome.stages.append(result)
+                print(result.summary(), flush=True)
+    if dates:
+        print(f"backfill {outcome.dates} finished in {outcome.seconds:.1f} s")
+    print(f"report:      {outcome.report}")
+    return 0
+
+
+def cmd_parity(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.catalog.dates import DateRange
+    from lakehouse.drivers.parity import run_parity
+    from lakehouse.drivers.pipeline import reported
+    from lakehouse.reports.outcome import RunOutcome
+    from lakehouse.runtime.runs import new_run_id
+    from lakehouse.runtime.spark import get_spark
+
+    dates = DateRange(args.start, args.end)
+    spark = get_spark(settings, app_name="lakehouse-parity", streaming=False)
+    span = f"{dates.start}..{dates.end}"
+    run = RunOutcome(new_run_id("parity"), "parity", dt.datetime.now(dt.UTC), dates=span)
+    with reported(settings, run) as outcome:
+        results, scratch = run_parity(spark, settings, dates)
+        outcome.parity = [result.data() for result in results]
+    for result in results:
+        print(result.summary())
+    different = [r.table for r in results if not r.equal]
+    print(f"batch recomputation kept in {scratch}")
+    print(f"report:      {outcome.report}")
+    if different:
+        print(f"parity {span}: differences in {', '.join(different)}")
+        return EXIT_FAILED
+    print(f"parity {span}: streaming and batch agree")
+    return 0
+
+
+def cmd_state(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.runtime.monitoring import describe_state
+    from lakehouse.runtime.spark import get_spark
+
+    spark = get_spark(settings, app_name="lakehouse-state", streaming=False)
+    operators = describe_state(spark, settings)
+    for operator in operators:
+        print(operator.summary())
+    if not operators:
+        print(f"no stateful query has run yet under {settings.checkpoints}")
+    return 0
+
+
+def cmd_recover(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.drivers.recovery import (
+        recover_kafka_topic,
+        recover_layer,
+        recover_tables,
+        tables_to_recover,
+    )
+    from lakehouse.runtime.spark import get_spark
+
+    if not (args.layer or args.kafka_source) or bool(args.kafka_source) != bool(args.start):
+        print("lakehouse recover: give --layer, or --kafka-source with --from", file=sys.stderr)
+        return EXIT_USAGE
+    spark = get_spark(settings, app_name="lakehouse-recover", streaming=False)
+    if args.kafka_source:
+        retired = recover_kafka_topic(
+            spark, settings, SOURCES[args.kafka_source], args.start, _echo
+        )
+        print(f"recovered bronze/{args.kafka_source}[kafka]: old checkpoint kept in {retired}")
+    layers = in_order(args.layer or [], LAYERS)
+    if "bronze" in layers:
+        retired = recover_layer(spark, settings, "bronze", echo=_echo)
+        print(f"recovered bronze: old checkpoints kept in {retired}")
+    tables = tables_to_recover(layers)
+    if tables:
+        downstream = [t.id for t in tables if t.layer not in layers]
+        if downstream:
+            print(f"also rebuilt, as they read what is rebuilt: {', '.join(downstream)}")
+        retired = recover_tables(spark, settings, tables, echo=_echo)
+        recovered = in_order(sorted({t.layer for t in tables}), LAYERS)
+        print(f"recovered {', '.join(recovered)}: old checkpoints kept in {retired}")
+    print("next: `lakehouse run` restarts the streams from the new checkpoints")
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.drivers.tables import fingerprint_changes, tables_to_migrate
+
+    tables = tables_to_migrate(settings)
+    if not tables:
+        print("nothing to migrate: every stream runs with the catalog's rules and columns")
+        return 0
+    for table in tables:
+        changes = fingerprint_changes(settings, table) or ["computed from a changed table"]
+        print(f"{table.id}: {'; '.join(changes)}")
+    from lakehouse.drivers.recovery import recover_tables
+    from lakehouse.runtime.spark import get_spark
+
+    spark = get_spark(settings, app_name="lakehouse-migrate", streaming=False)
+    retired = recover_tables(spark, settings, tables, echo=_echo)
+    print(f"migrated {len(tables)} table(s): old checkpoints kept in {retired}")
+    print("next: `lakehouse run` restarts their streams with the new rules")
+    return 0
+
+
+def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.drivers.maintain import expire_reports, maintain_tables
+    from lakehouse.runtime.spark import get_spark
+
+    started = time.perf_counter()
+    spark = get_spark(settings, app_name="lakehouse-maintain", streaming=False)
+    for result in maintain_tables(spark, settings, args.retain_hours):
+        print(result.summary(), flush=True)
+    print(expire_reports(settings, args.keep_days).summary())
+    print(f"maintain finished in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+COMMANDS = {
+    "generate": cmd_generate,
+    "produce": cmd_produce,
+    "run": cmd_run,
+    "backfill": cmd_backfill,
+    "parity": cmd_parity,
+    "state": cmd_state,
+    "validate": cmd_validate,
+    "maintain": cmd_maintain,
+    "recover": cmd_recover,
+    "migrate": cmd_migrate,
+}
+
+
+# Commands that write lakehouse tables or checkpoints: one at a time per data root.
+WRITERS = frozenset({"run", "backfill", "maintain", "recover", "migrate"})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # Whatever the caller's umask, nothing we create is writable by group or others.
+    os.umask(os.umask(0o022) | 0o022)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        settings = Settings.load(
+            data_root=args.data_root,
+            spark_master=getattr(args, "spark_master", None),
+            kafka_bootstrap_servers=getattr(args, "kafka_bootstrap_servers", None),
+        )
+        if args.command not in WRITERS:
+            return COMMANDS[args.command](args, settings)
+        with writer_lock(
+            settings.data_root, f"lakehouse {args.command}", settings.lock_timeout_seconds, _echo
+        ):
+            return COMMANDS[args.command](args, settings)
+    except (ValueError, OSError, LakehouseError) as error:
+        print(f"lakehouse {args.command}: error: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as error:
+        print(f"lakehouse {args.command}: failed: {explain(error)}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+_PYTHON_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.MULTILINE)
+
+
+def explain(error: BaseException) -> str:
+    """The cause of a failure in one line, not a JVM stack trace.
+
+    A streaming query that failed in Python code (a foreachBatch writer)
+    reports it wrapped in Spark's `[STREAM_FAILED] ...` text with the Python
+    traceback inside; the innermost Python error line is the useful part.
+    """
+    text = str(error).strip()
+    inner = _PYTHON_ERROR.findall(text)
+    if inner:
+        name, message = inner[-1]
+        return f"{name.rsplit('.', 1)[-1]}: {message}"
+    first = text.splitlines()[0] if text else ""
+    return f"{type(error).__name__}: {first}"

@@ -1,0 +1,198 @@
+"""Batch driver: recompute silver and gold for a date range from bronze.
+
+The same transforms as the streaming queries, run over bronze snapshots, with
+the closing rules applied to given watermarks:
+
+- `backfill`: each source's watermark is the largest event time in its whole
+  bronze table minus its delay (contract section 5), so a backfill of any
+  range closes exactly what a backfill of everything closes. Each table's
+  dates in the range are replaced in one atomic, conflict-checked Delta commit
+  (`gold/user_status`, a current-state table, is replaced whole).
+- `parity` (src/lakehouse/drivers/parity.py) uses the watermarks the streaming queries reached.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from lakehouse.catalog import DERIVED_LAYERS, EVENT_TIME, SOURCES, TABLES, Table, tables_in
+from lakehouse.catalog.dates import DateRange
+from lakehouse.drivers.late import record_backfill
+from lakehouse.drivers.tables import refuse_changed_rules, transform_of
+from lakehouse.runtime.progress import StageResult, timed
+from lakehouse.runtime.settings import Settings
+from lakehouse.storage.delta import (
+    ensure_table,
+    is_delta_table,
+    read_table,
+    replace_dates,
+    replace_range,
+    replace_table,
+)
+from lakehouse.transforms.closing import close
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+# Watermark (epoch ms) of each table's query that closes rows, None if it saw no data.
+Watermarks = dict[str, int | None]
+
+# Spark's watermark before a query has seen any data.
+NO_WATERMARK = 0
+
+
+def bronze_watermarks(spark: SparkSession, settings: Settings) -> Watermarks:
+    """Per table: its sources' largest bronze event time (ms, as Spark keeps it) minus the delay."""
+    source_ms: dict[str, int | None] = {}
+    for name, spec in SOURCES.items():
+        largest = (
+            read_table(spark, settings.table("bronze", name))
+            .agg(F.max(F.unix_micros(EVENT_TIME)))
+            .first()
+        )
+        micros = largest[0] if largest else None
+        delay_ms = int(spec.watermark.total_seconds() * 1000)
+        source_ms[name] = None if micros is None else micros // 1000 - delay_ms
+    # A query over several sources follows the slowest (Spark's "min" policy),
+    # counting only inputs that have seen data, as Spark's WatermarkTracker does.
+    return {
+        table.id: min(
+            (ms for ms in (source_ms[s] for s in table.watermark_sources) if ms is not None),
+            default=None,
+        )
+        for table in TABLES
+    }
+
+
+def compute_tables(
+    spark: SparkSession, settings: Settings, watermarks: Watermarks
+) -> dict[str, DataFrame]:
+    """Every silver and gold table (by id) as the streaming queries would have finalised it.
+
+    Each table's transform runs on its inputs as batch DataFrames: bronze
+    tables as read, silver and gold ones as computed here before closing
+    (what the streaming query reads is what the query before it wrote, and
+    the transforms only ever read tables whose rows are final when written).
+    """
+    computed: dict[str, DataFrame] = {}
+    closed: dict[str, DataFrame] = {}
+    feeds = {source for table in TABLES for source in table.inputs}
+    for table in TABLES:
+        inputs = [
+            read_table(spark, settings.table(*source.split("/")))
+            if source.startswith("bronze/")
+            else computed[source]
+            for source in table.inputs
+        ]
+        watermark_ms = _or_no_watermark(watermarks.get(table.id))
+        frame = transform_of(table, watermark_ms)(*inputs)
+        if table.id in feeds:
+            frame = frame.persist()
+        computed[table.id] = frame
+        closed[table.id] = frame.transform(close(table.closing, watermark_ms))
+    return closed
+
+
+def _or_no_watermark(watermark_ms: int | None) -> int:
+    return NO_WATERMARK if watermark_ms is None else watermark_ms
+
+
+# A backfill's dates: a range, or the dates of a set (`backfill --pending`).
+Dates = DateRange | Sequence[dt.date]
+
+
+def in_range(frame: DataFrame, dates: Dates, column: str) -> DataFrame:
+    if isinstance(dates, DateRange):
+        return frame.where(F.col(column).between(F.lit(dates.start), F.lit(dates.end)))
+    return frame.where(F.col(column).isin(sorted(dates)))
+
+
+def write_range(
+    frames: dict[str, DataFrame],
+    settings: Settings,
+    dates: Dates,
+    layout: Settings | None = None,
+    tables: Sequence[Table] = TABLES,
+    new_schema: bool = False,
+) -> list[StageResult]:
+    """Replace the range in each of `tables` (under `layout`'s data root if given).
+
+    `new_schema`: a table whose columns changed in the catalog is replaced
+    whole, with its new schema (`lakehouse migrate` recomputes every date).
+    """
+    target = layout or settings
+    results = []
+    for table in tables:
+        result = StageResult(table.id, batch=True)
+        with timed(result):
+            rows = _replace(frames[table.id], table, target, dates, new_schema)
+            result.rows_out = {table.name: rows}
+        results.append(result)
+    return results
+
+
+def _columns(frame: DataFrame) -> list[tuple[str, str]]:
+    return [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
+
+
+def _replace(
+    frame: DataFrame, table: Table, target: Settings, dates: Dates, new_schema: bool
+) -> int:
+    path = target.table(table.layer, table.name)
+    column = table.date_column
+    ensure_table(frame.sparkSession, path, frame.schema, list(table.partition_by))
+    if new_schema and _columns(read_table(frame.sparkSession, path)) != _columns(frame):
+        return replace_table(frame, path, overwrite_schema=True)
+    if column is None:
+        return replace_table(frame, path)
+    if isinstance(dates, DateRange):
+        return replace_range(in_range(frame, dates, column), path, column, dates.start, dates.end)
+    return replace_dates(in_range(frame, dates, column), path, column, dates)
+
+
+def run_backfill(
+    spark: SparkSession,
+    settings: Settings,
+    dates: Dates,
+    layers: Sequence[str] = DERIVED_LAYERS,
+    tables: Sequence[Table] | None = None,
+    new_schema: bool = False,
+) -> list[StageResult]:
+    """Recompute the layers' tables (or the given `tables`) for the dates.
+
+    Gold comes from bronze, like silver. The dates of whole layers recomputed
+    are recorded in `_meta/backfills` (`lakehouse.drivers.late`): for a range, the dates
+    in it that bronze holds.
+    """
+    chosen = list(tables) if tables is not None else [t for t in TABLES if t.layer in layers]
+    # Rows with the catalog's new rules beside a stream's old ones: `migrate` first.
+    refuse_changed_rules(settings, {table.layer for table in chosen})
+    watermarks = bronze_watermarks(spark, settings)
+    frames = compute_tables(spark, settings, watermarks)
+    results = write_range(frames, settings, dates, None, chosen, new_schema)
+    ids = {table.id for table in chosen}
+    whole = [layer for layer in DERIVED_LAYERS if {t.id for t in tables_in(layer)} <= ids]
+    if whole:
+        recorded = bronze_days(spark, settings, dates) if isinstance(dates, DateRange) else dates
+        record_backfill(spark, settings, sorted(recorded), whole)
+    return results
+
+
+def bronze_days(
+    spark: SparkSession, settings: Settings, within: DateRange | None = None
+) -> list[dt.date]:
+    """The UTC event dates bronze holds rows for (within a range, if given), in order."""
+    found: set[dt.date] = set()
+    for name in SOURCES:
+        path = settings.table("bronze", name)
+        if not is_delta_table(path):
+            continue
+        days = read_table(spark, path).select(F.to_date(EVENT_TIME).alias("day"))
+        if within is not None:
+            days = days.where(F.col("day").between(F.lit(within.start), F.lit(within.end)))
+        found |= {row["day"] for row in days.distinct().collect()}
+    return sorted(found)

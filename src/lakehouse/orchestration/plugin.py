@@ -1,0 +1,317 @@
+"""The lakehouse's Airflow plugin: reports behind Airflow's login, the backfill form's check.
+
+Registered through the `airflow.plugins` entry point of this package
+(pyproject.toml), so every Airflow process of the virtual environment or
+image loads it; `airflow plugins` lists it.
+
+- `/lakehouse/reports/<path>`: the reports folder (run reports, the index,
+  Data Docs), served by the api-server to logged-in users only. A browser
+  will not follow `file://` links from an `http://` page, so this is what the
+  tasks' extra links ("Run report", "Data quality") and the views below open.
+- Views: "Lakehouse reports" in the Browse menu (the index, with its
+  charts), and a "Lakehouse reports" tab on every DAG run (the reports its
+  tasks wrote).
+- A check of the `lakehouse_backfill_range` trigger form before Airflow
+  creates the run, for a caller Airflow lets trigger it: Airflow validates
+  each field on its own, this the range as a whole (an end before the start,
+  a field of the wrong type, is refused with the reason, shown in the form),
+  and gives the run a note naming its range and layers.
+- A listener that writes into a DAG run's note, when it ends, what its tasks
+  kept for it: a layer that passed with warnings, a refusal (`RunNotes`).
+- Every page served carries a Content-Security-Policy that sandboxes it, runs
+  no script and loads nothing from elsewhere (`REPORT_HEADERS`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from airflow.listeners import hookimpl
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import Depends, FastAPI, HTTPException
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+
+from lakehouse.catalog.dates import backfill_request
+from lakehouse.orchestration.operators import OUTCOME_KEY, REPORTS_URL, QualityLink, RunReportLink
+from lakehouse.orchestration.tasks import settings
+from lakehouse.runtime.runs import dag_run_page
+
+RANGE_DAG = "lakehouse_backfill_range"
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+def _login_required() -> Any:
+    """The dependency Airflow's own UI pages use: a valid login, any role."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
+    from airflow.api_fastapi.core_api.security import requires_access_view
+
+    return Depends(requires_access_view(AccessView.WEBSITE))
+
+
+def report_file(reports: Path, path: str) -> Path:
+    """The file `path` names inside the reports folder; 404 outside it or if missing."""
+    root = reports.resolve()
+    target = (root / (path or "index.html")).resolve()
+    if not target.is_relative_to(root) or not target.is_file():
+        raise HTTPException(status_code=404, detail=f"no report {path!r}")
+    return target
+
+
+# Every page served here is a sandboxed document (an origin of its own, so no
+# cookie or API of Airflow's is within its reach) that runs no script and loads
+# nothing from elsewhere: a value from a landing file can never act, even if a
+# page failed to escape it. Inline styles and pictures stay (the charts).
+REPORT_HEADERS = {
+    "Content-Security-Policy": (
+        "sandbox; default-src 'none'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+def served(file: Path) -> FileResponse:
+    """A report file, with the headers that keep it inert."""
+    return FileResponse(file, headers=REPORT_HEADERS)
+
+
+def no_reports_page(dag_id: str, run_id: str) -> str:
+    """What a DAG run's tab shows before any of its tasks has written a report."""
+    return (
+        "<!doctype html><html lang=en><meta charset=utf-8>"
+        f"<title>{escape(dag_id)} {escape(run_id)}: no lakehouse report</title>"
+        "<body style='font-family: system-ui, sans-serif; margin: 1.5rem'>"
+        f"<p>No lakehouse report for <code>{escape(dag_id)}</code> run "
+        f"<code>{escape(run_id)}</code> yet. A task that runs <code>lakehouse run</code>, "
+        "<code>validate</code>, <code>backfill</code> or <code>parity</code> writes one when "
+        "it ends; this page then lists them. "
+        "<a href='../../index.html'>All lakehouse reports</a>.</p></body></html>"
+    )
+
+
+def reports_app() -> FastAPI:
+    app = FastAPI(title="lakehouse reports", docs_url=None, redoc_url=None, openapi_url=None)
+    login = [_login_required()]
+    prefix = REPORTS_URL.removeprefix("/lakehouse")
+
+    @app.get(prefix + "/dag-runs/{dag_id}/{run_id}", dependencies=login)
+    def dag_run_reports(dag_id: str, run_id: str) -> Response:
+        """A DAG run's page: by its file name (the index's links), or by the run id
+        itself (the DAG-run tab's link, `{RUN_ID}`)."""
+        page = f"dag-runs/{dag_id}/{run_id}"
+        if not run_id.endswith(".html"):
+            page = dag_run_page(dag_id, run_id)
+        try:
+            return served(report_file(settings().reports, page))
+        except HTTPException:
+            if run_id.endswith(".html"):
+                raise
+        # The tab of a run whose tasks have written no report (yet): a page saying so.
+        return HTMLResponse(no_reports_page(dag_id, run_id), headers=REPORT_HEADERS)
+
+    @app.get(prefix + "/{path:path}", dependencies=login)
+    def reports(path: str) -> FileResponse:
+        return served(report_file(settings().reports, path))
+
+    return app
+
+
+class BackfillFormCheck:
+    """ASGI middleware: checks a `lakehouse_backfill_range` trigger before Airflow sees it.
+
+    Only a caller Airflow would let trigger the DAG gets an answer from the
+    check; any other request goes on to Airflow untouched, which refuses it
+    (401 or 403) without a word about the DAG or its form.
+    """
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"].endswith(f"/api/v2/dags/{RANGE_DAG}/dagRuns")
+            and await may_trigger(scope)
+        ):
+            await self.app(scope, receive, send)
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        body, refusal = checked_trigger(body)
+        if refusal is not None:
+            await JSONResponse({"detail": refusal}, status_code=400)(scope, receive, send)
+            return
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
+        scope = {**scope, "headers": [*headers, (b"content-length", str(len(body)).encode())]}
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def request_token(scope: Scope) -> str | None:
+    """The caller's token, where Airflow's API takes it: the bearer header, else the cookie."""
+    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+    from starlette.requests import HTTPConnection
+
+    connection = HTTPConnection(scope)
+    scheme, _, credentials = connection.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credentials:
+        return credentials
+    return connection.cookies.get(COOKIE_NAME_JWT_TOKEN)
+
+
+async def may_trigger(scope: Scope) -> bool:
+    """Whether the request's caller may create runs of the range DAG (Airflow's own check)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import (
+        DagAccessEntity,
+        DagDetails,
+    )
+
+    token = request_token(scope)
+    if not token:
+        return False
+    manager = get_auth_manager()
+    try:
+        user = await manager.get_user_from_token(token)
+    except Exception:  # expired, forged or revoked: Airflow answers it
+        return False
+    return bool(
+        manager.is_authorized_dag(
+            method="POST",
+            access_entity=DagAccessEntity.RUN,
+            details=DagDetails(id=RANGE_DAG),
+            user=user,
+        )
+    )
+
+
+def checked_trigger(body: bytes) -> tuple[bytes, str | None]:
+    """The trigger request's body, with a note naming the range, or why it is refused.
+
+    A body that is not a JSON object is passed on untouched: Airflow answers it.
+    A form field of the wrong type is refused in one line, as a bad date is.
+    """
+    try:
+        payload = json.loads(body or b"{}")
+    except ValueError:
+        return body, None
+    if not isinstance(payload, dict):
+        return body, None
+    form = payload.get("conf") or {}
+    try:
+        if not isinstance(form, dict):
+            raise ValueError(f"conf: expected an object, got {type(form).__name__}")
+        layers = form.get("layers")
+        if layers is not None and not (
+            isinstance(layers, list) and all(isinstance(layer, str) for layer in layers)
+        ):
+            raise ValueError(f"layers: expected a list of layer names, got {layers!r}")
+        request = backfill_request(
+            form.get("start"), form.get("end"), layers, form.get("whole_range", False)
+        )
+    except ValueError as error:
+        return body, f"{RANGE_DAG}: {error}"
+    if not payload.get("note"):
+        payload["note"] = request.describe()
+    return json.dumps(payload).encode(), None
+
+
+# What Airflow keeps of a DAG run's note (characters).
+NOTE_LIMIT = 1000
+
+
+def noted(note: str | None, lines: list[str]) -> str | None:
+    """A DAG run's note with its tasks' lines after what it already says (the range of a
+    backfill, or the user's words), cut to what Airflow keeps; None if nothing to add."""
+    new = [line for line in lines if line not in (note or "")]
+    if not new:
+        return None
+    text = "\n".join([*([note] if note else []), *new])
+    return text if len(text) <= NOTE_LIMIT else text[: NOTE_LIMIT - 1] + "…"
+
+
+class RunNotes:
+    """An Airflow listener, called in the scheduler when a DAG run ends: the lines the
+    run's tasks kept for it (a warning, a refusal: `operators.OUTCOME_KEY`) go into its
+    note, which the UI shows on the run and in the runs list."""
+
+    @hookimpl
+    def on_dag_run_success(self, dag_run: Any, msg: str) -> None:
+        self.note(dag_run)
+
+    @hookimpl
+    def on_dag_run_failed(self, dag_run: Any, msg: str) -> None:
+        self.note(dag_run)
+
+    @staticmethod
+    def note(dag_run: Any) -> None:
+        from airflow.models.xcom import XComModel
+        from sqlalchemy import select
+        from sqlalchemy.orm import object_session
+
+        session = object_session(dag_run)
+        if session is None:
+            return
+        kept = session.scalars(
+            select(XComModel)
+            .where(
+                XComModel.dag_id == dag_run.dag_id,
+                XComModel.run_id == dag_run.run_id,
+                XComModel.key == OUTCOME_KEY,
+            )
+            .order_by(XComModel.timestamp)
+        ).all()
+        lines = [str(XComModel.deserialize_value(row)) for row in kept]
+        note = noted(dag_run.note, lines)
+        if note is not None:
+            dag_run.note = note
+
+
+class LakehousePlugin(AirflowPlugin):
+    name = "lakehouse"
+    fastapi_apps = [  # noqa: RUF012 (Airflow reads these class attributes)
+        {"app": reports_app(), "url_prefix": "/lakehouse", "name": "lakehouse reports"}
+    ]
+    fastapi_root_middlewares = [  # noqa: RUF012
+        {"middleware": BackfillFormCheck, "name": "lakehouse backfill form check"}
+    ]
+    external_views = [  # noqa: RUF012
+        {
+            "name": "Lakehouse reports",
+            "href": f"{REPORTS_URL}/index.html",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "lakehouse-reports",
+        },
+        {
+            "name": "Lakehouse reports",
+            "href": f"{REPORTS_URL}/dag-runs/{{DAG_ID}}/{{RUN_ID}}",
+            "destination": "dag_run",
+            # Airflow's UI shows a view as a tab only with a route of its own.
+            "url_route": "lakehouse-run-reports",
+        },
+    ]
+    operator_extra_links = [RunReportLink(), QualityLink()]  # noqa: RUF012
+    listeners = [RunNotes()]  # noqa: RUF012

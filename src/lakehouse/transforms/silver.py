@@ -1,0 +1,93 @@
+"""Silver: deduplicated events and click attribution.
+
+Each transform works on a streaming or a batch DataFrame. Watermarks are
+declared here (no-ops in batch); what batch needs instead, the closing rule
+measured against the batch watermark, is a separate, explicit step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from lakehouse.catalog import EVENT_DATE, EVENT_TIME, SOURCES, seconds
+
+
+def delay(source: str) -> str:
+    """A source's watermark delay, as `withWatermark` takes it."""
+    return f"{seconds(SOURCES[source].delay_rule)} seconds"
+
+
+def dedupe_events(source: str) -> Callable[[DataFrame], DataFrame]:
+    """One row per event id, first arrival wins.
+
+    Streaming: ids are remembered until the watermark passes the event
+    (dropDuplicatesWithinWatermark); events older than the watermark are
+    dropped and counted by Spark. A copy arriving after that is left out by
+    the write, which inserts only ids the table does not hold (the catalog's
+    `first_write_wins`). Batch: the earliest ingested copy.
+    """
+    spec = SOURCES[source]
+    key = spec.key
+    watermark_delay = delay(source)
+
+    def transform(events: DataFrame) -> DataFrame:
+        if events.isStreaming:
+            unique = events.withWatermark(
+                EVENT_TIME, watermark_delay
+            ).dropDuplicatesWithinWatermark([key])
+        else:
+            first = Window.partitionBy(key).orderBy("_ingested_at", "_source_file")
+            unique = events.withColumn("_arrival", F.row_number().over(first)).where("_arrival = 1")
+        return unique.select(*spec.fields, F.to_date(EVENT_TIME).alias(EVENT_DATE))
+
+    return transform
+
+
+def attribute_clicks() -> Callable[[DataFrame, DataFrame], DataFrame]:
+    """Left outer interval join: each impression with each click on it within the window.
+
+    A click matches when `impression_time <= click_time <= impression_time +
+    attribution_window`. Streaming emits a matched pair as soon as both sides
+    are seen, and an impression with null click columns once the watermark
+    guarantees that no match can come any more.
+    """
+    window = F.expr(f"INTERVAL {seconds('attribution_window')} SECONDS")
+    impressions_delay, clicks_delay = delay("impressions"), delay("clicks")
+
+    def transform(impressions: DataFrame, clicks: DataFrame) -> DataFrame:
+        shown = impressions.select(
+            "impression_id",
+            "ad_id",
+            "campaign_id",
+            "user_id",
+            F.col(EVENT_TIME).alias("impression_time"),
+        ).withWatermark("impression_time", impressions_delay)
+        clicked = clicks.select(
+            F.col("impression_id").alias("clicked_impression_id"),
+            "click_id",
+            F.col(EVENT_TIME).alias("click_time"),
+        ).withWatermark("click_time", clicks_delay)
+        joined = shown.join(
+            clicked,
+            on=(
+                (F.col("impression_id") == F.col("clicked_impression_id"))
+                & (F.col("click_time") >= F.col("impression_time"))
+                & (F.col("click_time") <= F.col("impression_time") + window)
+            ),
+            how="left_outer",
+        )
+        return joined.select(
+            "impression_id",
+            "ad_id",
+            "campaign_id",
+            "user_id",
+            "impression_time",
+            "click_id",
+            "click_time",
+            F.to_date("impression_time").alias(EVENT_DATE),
+        )
+
+    return transform
