@@ -11,79 +11,41 @@ SAMPLE_EVENTS ?= 20000
 AIRFLOW_PORT ?= 8080
 SPARK_MASTER ?= local[*]
 
-.PHONY: setup setup-parts browser run bench bench-overhead test test-full audit lint format typecheck lock clean \
+.PHONY: setup setup-run setup-parts jars-all browser run bench bench-overhead test test-full audit lint format typecheck lock clean \
 	airflow-up airflow-down airflow-status spark-cluster-up spark-cluster-down \
 	kafka-up kafka-down kafka-status s3-up s3-down s3-status
 
 # The set-up makes two targets at a time: Maven fetches while uv installs, and in
-# `make test` mypy (about 50 s on one core) runs while the class archive records (a
-# fresh set-up with the checks 225 → 194 s).
+# `make test` mypy (about 50 s on one core) runs while the class archive records.
 TWO_AT_A_TIME := $(MAKE) --no-print-directory --jobs=2 --output-sync=target
+
+# What a local run needs: the environment and Delta Lake's jars. The rest is fetched
+# the first time it is needed (src/lakehouse/runtime/jars.py): Spark's S3 connector
+# by a session on an s3a:// root, Apache Kafka by `make kafka-up`, S3Proxy by `make
+# s3-up`; `make setup` and the tests fetch everything, and record the class archive.
+setup-run: $(VENV)/.installed jars/.fetched
 
 setup:
 	@$(TWO_AT_A_TIME) setup-parts
 
-setup-parts: $(VENV)/.installed jars/.fetched jars/kafka-broker/.fetched jars/s3/.fetched \
-	jars/s3/lakehouse-log-store.jar jars/s3proxy/.fetched $(VENV)/lakehouse-classes.jsa
+setup-parts: setup-run jars-all $(VENV)/lakehouse-classes.jsa
 	@: # (a recipe, so that a set-up with nothing to do says nothing)
 
-# Copies a pom's dependencies next to it with the plugin version the pom pins; a jar
-# whose checksum does not match Maven Central's fails the fetch (--strict-checksums).
-# The fetches run one after another (each waits for the one before: `| ...`): Maven's
-# local repository is shared.
-FETCH_JARS := mvn --batch-mode --quiet --strict-checksums -Dstyle.color=never \
-	dependency:copy-dependencies -DoutputDirectory=.
-
-# The driver JVM's class-data-sharing archive (src/lakehouse/runtime/class_archive.py): the classes
-# a run over a small sample loads, recorded once; every driver JVM after starts faster.
-$(VENV)/lakehouse-classes.jsa: $(VENV)/.installed jars/.fetched
-	$(BIN)/python -m lakehouse.runtime.class_archive
-
-# Delta Lake's Spark connector and its dependencies, at the versions jars/pom.xml
-# pins, copied from Maven Central into jars/ (git-ignored) once: runs never download.
+# The JVM libraries, each bundle from the pom that pins it (jars/<bundle>/pom.xml),
+# fetched with Maven, checksums checked; with any Python 3.11, so while uv installs.
+JARS := PYTHONPATH=src $(PYTHON) -m lakehouse.runtime.jars
 jars/.fetched: jars/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Spark's Delta jars"; exit 1; }
-	rm -f jars/*.jar
-	$(FETCH_JARS) -f jars/pom.xml
-	@touch $@
+	$(JARS) delta
 
-# Apache Kafka's own jars, for the local broker (make kafka-up) and the tests: never
-# on Spark's classpath.
-jars/kafka-broker/.fetched: jars/kafka-broker/pom.xml | jars/.fetched
-	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Apache Kafka's jars"; exit 1; }
-	rm -f jars/kafka-broker/*.jar
-	$(FETCH_JARS) -f jars/kafka-broker/pom.xml
-	@touch $@
+jars-all: jars/.fetched
+	@$(JARS) kafka-broker s3 s3proxy
 
-# Spark's S3 connector (hadoop-aws and the AWS SDK bundle), on Spark's classpath only
-# for an object-store data root; and S3Proxy, the local S3 server (make s3-up), never.
-jars/s3/.fetched: jars/s3/pom.xml | jars/kafka-broker/.fetched
-	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Spark's S3 connector"; exit 1; }
-	rm -f jars/s3/*.jar
-	$(FETCH_JARS) -f jars/s3/pom.xml
-	@touch $@
-
-# Our Delta log store for object-store roots (jars/log-store/FencedS3LogStore.java: a
-# writer that lost the data root's lock cannot commit), compiled against the Hadoop
-# client API pyspark ships and Delta's delta-storage.
-jars/s3/lakehouse-log-store.jar: jars/log-store/FencedS3LogStore.java jars/log-store/.fetched \
-		jars/.fetched jars/s3/.fetched
-	@command -v javac >/dev/null || { echo "a JDK 17 (javac) is required to build the S3 log store"; exit 1; }
-	rm -rf build/log-store
-	javac --release 17 -d build/log-store -cp "jars/log-store/*:jars/*" $<
-	jar --create --file $@ -C build/log-store .
-
-jars/log-store/.fetched: jars/log-store/pom.xml | jars/s3/.fetched
-	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Hadoop's client API"; exit 1; }
-	rm -f jars/log-store/*.jar
-	$(FETCH_JARS) -f jars/log-store/pom.xml
-	@touch $@
-
-jars/s3proxy/.fetched: jars/s3proxy/pom.xml | jars/log-store/.fetched
-	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch S3Proxy"; exit 1; }
-	rm -f jars/s3proxy/*.jar
-	$(FETCH_JARS) -f jars/s3proxy/pom.xml
-	@touch $@
+# The driver JVM's class-data-sharing archive (src/lakehouse/runtime/class_archive.py): the
+# classes a run over a small sample loads, recorded once; every driver JVM after starts
+# faster. `make run` records it from its own run when there is none yet.
+$(VENV)/lakehouse-classes.jsa: $(VENV)/.installed jars/.fetched
+	$(BIN)/python -m lakehouse.runtime.class_archive
 
 # uv, pinned with its hashes in the dev lock, installs the locks: about 40 s on an
 # empty cache, where pip took 3.5 minutes. It compiles every module to bytecode as it
@@ -106,9 +68,10 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(BIN)/uv cache prune --quiet
 	@touch $@
 
-run: setup
+run:
+	@$(TWO_AT_A_TIME) setup-run
 	$(BIN)/lakehouse generate --if-empty --events $(SAMPLE_EVENTS) --seed 7 --days 2
-	$(BIN)/lakehouse run
+	$(BIN)/python -m lakehouse.runtime.class_archive -- run
 
 # Benchmarks (docs/benchmarks.md): figures as a table and JSON under data-bench/reports/.
 # BENCH_ARGS=--quick for small sizes (about 10 minutes); see python -m benchmarks --help.
@@ -122,44 +85,44 @@ bench-overhead: setup
 	$(BIN)/python -m benchmarks.overhead $(BENCH_ARGS)
 
 # Airflow on the embedded SQLite database, DAGs from dags/; prints the admin password.
-airflow-up: setup
+airflow-up: setup-run $(VENV)/lakehouse-classes.jsa
 	$(BIN)/python -m dev.local_airflow start --port $(AIRFLOW_PORT) --spark-master '$(SPARK_MASTER)'
 
-airflow-down: setup
+airflow-down: setup-run $(VENV)/lakehouse-classes.jsa
 	$(BIN)/python -m dev.local_airflow stop
 
-airflow-status: setup
+airflow-status: setup-run $(VENV)/lakehouse-classes.jsa
 	$(BIN)/python -m dev.local_airflow status
 
 # A single-node Apache Kafka broker (KRaft) on 127.0.0.1:9092, data in .kafka/ (docs/kafka.md).
 KAFKA_PORT ?= 9092
-kafka-up: setup
+kafka-up: setup-run
 	$(BIN)/python -m dev.kafka_broker start --port $(KAFKA_PORT)
 
-kafka-down: setup
+kafka-down: setup-run
 	$(BIN)/python -m dev.kafka_broker stop
 
-kafka-status: setup
+kafka-status: setup-run
 	$(BIN)/python -m dev.kafka_broker status --port $(KAFKA_PORT)
 
 # S3Proxy serving .s3/data as S3 on 127.0.0.1:9000 with generated credentials; writes
 # .s3/lakehouse.env, which points every command at s3a://lakehouse/data (docs/object-storage.md).
 S3_PORT ?= 9000
 S3_STATE ?= .s3
-s3-up: setup
+s3-up: setup-run
 	$(BIN)/python -m dev.s3_server start --port $(S3_PORT) --state $(S3_STATE)
 
-s3-down: setup
+s3-down: setup-run
 	$(BIN)/python -m dev.s3_server stop --state $(S3_STATE)
 
-s3-status: setup
+s3-status: setup-run
 	$(BIN)/python -m dev.s3_server status --port $(S3_PORT) --state $(S3_STATE)
 
 # A Spark standalone master and worker on this machine (spark://127.0.0.1:7077).
-spark-cluster-up: setup
+spark-cluster-up: setup-run
 	$(BIN)/python -m dev.local_spark_cluster start
 
-spark-cluster-down: setup
+spark-cluster-down: setup-run
 	$(BIN)/python -m dev.local_spark_cluster stop
 
 # CI runs `make test` (about 30 minutes on 2 cores, set-up included); `make test-full`

@@ -1,8 +1,8 @@
 """A single-node Apache Kafka broker on this machine: `make kafka-up`, `make kafka-down`.
 
 Apache Kafka itself (the `kafka.Kafka` server of `org.apache.kafka:kafka_2.13`),
-from the jars `make setup` fetched into jars/kafka-broker/ (its pom pins the
-version), in KRaft mode: one process is both broker and controller, no
+from the jars fetched into jars/kafka-broker/ the first time it starts (its pom
+pins the version), in KRaft mode: one process is both broker and controller, no
 ZooKeeper. It listens on 127.0.0.1 only (clients on `port`, the controller on
 `port + 1`) and keeps its data in `<state>/data` (`.kafka/` in the checkout,
 git-ignored). Starting it creates one topic per source (`<prefix><source>`,
@@ -39,9 +39,9 @@ from kafka.admin import KafkaAdminClient, OffsetSpec
 from dev import processes
 from lakehouse.catalog import SOURCES
 from lakehouse.orchestration import REPO
+from lakehouse.runtime import jars
 from lakehouse.runtime.settings import Settings
 
-BROKER_JARS = REPO / "jars" / "kafka-broker"
 JAVA = os.environ.get("JAVA", "java")
 ADMIN_TIMEOUT_MS = 30_000
 
@@ -95,12 +95,7 @@ class KafkaBroker:
 
     @property
     def classpath(self) -> str:
-        if not any(BROKER_JARS.glob("kafka_2.13-*.jar")):
-            raise RuntimeError(
-                f"Apache Kafka's jars are not in {BROKER_JARS}: run `make setup` (it fetches "
-                "them with Maven, as jars/kafka-broker/pom.xml lists them)"
-            )
-        return str(BROKER_JARS / "*")
+        return str(jars.ensure("kafka-broker") / "*")
 
     def _config(self) -> Path:
         """The broker's server.properties (and its log4j configuration), written once."""

@@ -1,7 +1,7 @@
 """A local S3 API server on this machine: `make s3-up`, `make s3-down`.
 
-S3Proxy (`org.gaul.s3proxy`, from the jars `make setup` fetched into
-jars/s3proxy/; its pom pins the version) on its file-system back end: buckets
+S3Proxy (`org.gaul.s3proxy`, from the jars fetched into jars/s3proxy/ the
+first time it starts; its pom pins the version) on its file-system back end: buckets
 are folders under `<state>/data` (`.s3/` in the checkout, git-ignored), served
 over the S3 API on 127.0.0.1 only, with AWS signatures checked against
 credentials generated at the first start (like local Airflow's password) and
@@ -28,9 +28,9 @@ from pathlib import Path
 
 from dev import processes
 from lakehouse.orchestration import REPO
+from lakehouse.runtime import jars
 from lakehouse.storage.objects import S3Connection, S3Path
 
-S3PROXY_JARS = REPO / "jars" / "s3proxy"
 JAVA = os.environ.get("JAVA", "java")
 BUCKET = "lakehouse"
 
@@ -96,12 +96,7 @@ class S3Server:
 
     @property
     def classpath(self) -> str:
-        if not any(S3PROXY_JARS.glob("s3proxy-*.jar")):
-            raise RuntimeError(
-                f"S3Proxy's jars are not in {S3PROXY_JARS}: run `make setup` (it fetches them "
-                "with Maven, as jars/s3proxy/pom.xml lists them)"
-            )
-        return str(S3PROXY_JARS / "*")
+        return str(jars.ensure("s3proxy") / "*")
 
     def _config(self) -> Path:
         keys = self.credentials()

@@ -13,6 +13,7 @@ import pyspark
 import pytest
 
 import lakehouse.runtime.spark
+from lakehouse.runtime.class_archive import RECORDING
 from lakehouse.runtime.spark import driver_java_options
 from tests.helpers import settings_for
 
@@ -57,3 +58,13 @@ def test_short_lived_drivers_compile_with_the_quick_tier_and_the_tests_session_d
     assert quick in lakehouse.runtime.spark.session_conf(settings)["spark.driver.extraJavaOptions"]
     tests = lakehouse.runtime.spark.session_conf(settings, for_tests=True)
     assert quick not in tests["spark.driver.extraJavaOptions"]
+
+
+def test_a_recording_command_writes_the_archive_instead_of_reading_it(tmp_path, monkeypatch):
+    archive, partial = tmp_path / "lakehouse-classes.jsa", tmp_path / "recording.partial"
+    archive.write_bytes(b"recorded")
+    monkeypatch.setattr(lakehouse.runtime.spark, "archive_path", lambda: archive)
+    monkeypatch.setenv(RECORDING, str(partial))
+    options = driver_java_options()
+    assert f"-XX:ArchiveClassesAtExit={partial}" in options
+    assert "SharedArchiveFile" not in options  # a recording JVM must not load the old one

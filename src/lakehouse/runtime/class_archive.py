@@ -1,18 +1,20 @@
-"""The driver JVM's class-data-sharing archive: `python -m lakehouse.runtime.class_archive`.
+"""The driver JVM's class-data-sharing archive.
 
 A JVM spends its first seconds loading and verifying classes, Spark's some
 twenty thousand of them, and every `lakehouse` command and every Airflow
 task starts a new driver JVM. Java's class-data sharing maps classes that
-one run recorded in an archive instead: `make setup` records one by running
-the pipeline once over a small sample (`-XX:ArchiveClassesAtExit`), and
-`lakehouse.runtime.spark.driver_java_options` hands it to every driver JVM after that
-(`-XX:SharedArchiveFile`). About 2.5 s less per JVM start on 2 cores
-(docs/benchmarks.md).
+one run recorded in an archive instead (docs/benchmarks.md has the figures):
+a driver JVM records the classes it loaded when it exits
+(`-XX:ArchiveClassesAtExit`), and `runtime.spark.driver_java_options` hands
+the archive to every driver JVM after that (`-XX:SharedArchiveFile`).
 
-The archive belongs to the Python environment whose pyspark jars it
-records (it lives in `sys.prefix`): a new environment starts without one.
-A JVM that finds the archive does not match its own class path (another
-JDK, other jars) ignores it and runs as without it.
+Recorded once per Python environment (it lives in `sys.prefix`), either by the
+first real run (`python -m lakehouse.runtime.class_archive -- run`, what `make
+run` does: the command runs as usual and records the archive if there is none
+yet) or over a small sample in a scratch folder (`python -m
+lakehouse.runtime.class_archive`, what `make setup` does). A JVM that finds the
+archive does not match its own class path (another JDK, other jars) ignores it
+and runs as without it.
 """
 
 from __future__ import annotations
@@ -25,45 +27,67 @@ from pathlib import Path
 
 ARCHIVE_NAME = "lakehouse-classes.jsa"
 SAMPLE_EVENTS = 2000
+# Set for a command that records the archive: where its driver JVM writes it at exit.
+RECORDING = "LAKEHOUSE_CLASS_ARCHIVE_RECORDING"
 
 
 def archive_path() -> Path:
     return Path(sys.prefix) / ARCHIVE_NAME
 
 
-def record(archive: Path) -> None:
-    """Run the pipeline over a small sample in a scratch data root, recording the
-    classes its driver JVM loads into `archive` (replaced only once complete)."""
-    partial = archive.with_name(archive.name + ".partial")
-    archive.unlink(missing_ok=True)  # the recording JVM must not load the old one
-    partial.unlink(missing_ok=True)
-    env = {**os.environ, "JAVA_TOOL_OPTIONS": f"-XX:ArchiveClassesAtExit={partial}"}
-    with tempfile.TemporaryDirectory(prefix="lakehouse-class-archive-") as scratch:
-        root = ["--data-root", scratch]
-        for command in (
-            ["generate", *root, "--events", str(SAMPLE_EVENTS), "--seed", "7", "--days", "2"],
-            ["run", *root],
-        ):
+def recording() -> str | None:
+    """Where this process's driver JVM records the archive, when it does."""
+    return os.environ.get(RECORDING) or None
+
+
+def record(archive: Path, commands: list[list[str]], quiet: bool) -> int:
+    """Run `lakehouse` commands one after another, the driver JVMs recording the classes
+    they load; the last one's archive replaces `archive` once complete, if every
+    command succeeded. Returns the first failed command's exit code, else 0."""
+    partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
+    env = {**os.environ, RECORDING: str(partial)}
+    try:
+        for command in commands:
             done = subprocess.run(
                 [sys.executable, "-m", "lakehouse", *command],
                 env=env,
-                capture_output=True,
+                capture_output=quiet,
                 text=True,
             )
             if done.returncode != 0:
-                sys.stderr.write(done.stdout + done.stderr)
-                raise SystemExit(f"recording the class archive: `lakehouse {command[0]}` failed")
-    if not partial.is_file():
-        raise SystemExit(f"recording the class archive: the JVM wrote no {partial}")
-    partial.replace(archive)
+                if quiet:
+                    sys.stderr.write(done.stdout + done.stderr)
+                return done.returncode
+        if partial.is_file():
+            partial.replace(archive)
+        return 0
+    finally:
+        partial.unlink(missing_ok=True)
 
 
-def main() -> int:
+def record_over_sample(archive: Path) -> None:
+    """Record the archive anew from a run over a small sample, in a scratch data root."""
+    with tempfile.TemporaryDirectory(prefix="lakehouse-class-archive-") as scratch:
+        root = ["--data-root", scratch]
+        sample = ["--events", str(SAMPLE_EVENTS), "--seed", "7", "--days", "2"]
+        failed = record(archive, [["generate", *root, *sample], ["run", *root]], quiet=True)
+    if failed:
+        raise SystemExit("recording the class archive: a sample run failed")
+    if not archive.is_file():
+        raise SystemExit(f"recording the class archive: the JVM wrote no {archive}")
+
+
+def main(argv: list[str]) -> int:
     archive = archive_path()
-    record(archive)
+    if argv[:1] == ["--"]:
+        command = argv[1:]
+        if archive.is_file():
+            return subprocess.run([sys.executable, "-m", "lakehouse", *command]).returncode
+        return record(archive, [command], quiet=False)
+    record_over_sample(archive)
     print(f"class archive: {archive} ({archive.stat().st_size / 2**20:.0f} MiB)")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

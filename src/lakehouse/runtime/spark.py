@@ -3,9 +3,9 @@
 Jobs call `get_spark(settings)`; tests call `get_spark(settings, for_tests=True)`.
 Under spark-submit the master comes from spark-submit, otherwise from settings.
 
-Delta Lake is Spark's own connector (delta-spark): its jars are fetched once by
-`make setup` (Maven, `jars/pom.xml`) into `jars/`, and every session and
-spark-submit puts them on the classpath. Nothing is downloaded at run time.
+Delta Lake is Spark's own connector (delta-spark): its jars are fetched once
+(Maven, `jars/pom.xml`) into `jars/` by `make setup` or the first session
+(`runtime.jars`), and every session and spark-submit puts them on the classpath.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.errors import LakehouseError
-from lakehouse.runtime.class_archive import archive_path
+from lakehouse.runtime import jars
+from lakehouse.runtime.class_archive import archive_path, recording
 from lakehouse.runtime.locks import held_object_lock
 
 if TYPE_CHECKING:
@@ -27,9 +27,6 @@ if TYPE_CHECKING:
     from lakehouse.runtime.settings import Settings
 
 _LOG4J = Path(__file__).with_name("log4j2.properties")
-# Where `make setup` puts the JVM libraries of jars/pom.xml (the Docker image: the same
-# folder of its copy of the repository); LAKEHOUSE_JARS_DIR points elsewhere.
-JARS_DIR = Path(__file__).resolve().parents[3] / "jars"
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -40,36 +37,19 @@ LOCAL_CHECKPOINT_FILES = (
 
 
 def spark_jars(object_store: bool = False) -> list[Path]:
-    """The jars Spark needs beyond its own (Delta Lake, Kafka), as `make setup` fetched them.
+    """The jars Spark needs beyond its own: Delta Lake's and Spark's Kafka connectors.
 
-    With `object_store`, also Hadoop's S3A connector and the AWS SDK (jars/s3/):
-    only a data root on S3 needs them, and the SDK bundle alone is 686 MB.
+    With `object_store`, also Hadoop's S3A connector, the AWS SDK and our Delta log
+    store (jars/s3/): only a data root on S3 needs them, and the SDK bundle alone is
+    686 MB, so they are fetched the first time such a root is used (`runtime.jars`).
     """
-    folder = Path(os.environ.get("LAKEHOUSE_JARS_DIR") or JARS_DIR)
-    jars = sorted(folder.glob("*.jar"))
-    if not any(jar.name.startswith("delta-spark_") for jar in jars):
-        raise LakehouseError(
-            f"Delta Lake's jars are not in {folder}: run `make setup` (it fetches them with "
-            "Maven, as jars/pom.xml lists them), or set LAKEHOUSE_JARS_DIR to a folder that "
-            "holds them."
-        )
+    found = sorted(jars.ensure("delta").glob("*.jar"))
     if object_store:
-        s3 = sorted((folder / "s3").glob("*.jar"))
-        if not any(jar.name.startswith("hadoop-aws-") for jar in s3):
-            raise LakehouseError(
-                f"Spark's S3 connector is not in {folder / 's3'}: run `make setup` (it fetches "
-                "hadoop-aws and the AWS SDK with Maven, as jars/s3/pom.xml lists them)."
-            )
-        if not any(jar.name == "lakehouse-log-store.jar" for jar in s3):
-            raise LakehouseError(
-                f"The lakehouse's Delta log store for S3 is not in {folder / 's3'}: run "
-                "`make setup` (it compiles jars/log-store/FencedS3LogStore.java)."
-            )
-        jars += s3
-    return jars
+        found += sorted(jars.ensure("s3").glob("*.jar"))
+    return found
 
 
-# jars/log-store/FencedS3LogStore.java, built by `make setup` into jars/s3/, and the
+# jars/log-store/FencedS3LogStore.java, built into jars/s3/ with the S3 connector, and the
 # settings it reads: the writer lock's URI and this holder's token.
 FENCED_LOG_STORE = "lakehouse.delta.FencedS3LogStore"
 FENCE_SETTINGS = ("lakehouse.writer.lock", "lakehouse.writer.token")
@@ -114,16 +94,18 @@ def driver_java_options(short_lived: bool = True) -> str:
     cluster do: there C2's code pays back. C1 alone gets the JVM's smaller code
     cache, too small for the classes of many plans: it is given a larger one.
 
-    With the class archive `make setup` records (`lakehouse.runtime.class_archive`), the
-    JVM maps the classes a run loads instead of loading them one by one. A JVM
-    that finds the archive does not match its class path runs without it,
-    silently (`-Xlog:cds=off`).
+    With the class archive (`runtime.class_archive`), the JVM maps the classes a run
+    loads instead of loading them one by one; a command that records the archive
+    writes it at exit instead. A JVM that finds the archive does not match its class
+    path runs without it, silently (`-Xlog:cds=off`).
     """
     options = f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J} -XX:+UseParallelGC"
     if short_lived:
         options += " -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m"
-    archive = archive_path()
-    if archive.is_file():
+    archive, recording_to = archive_path(), recording()
+    if recording_to:
+        options += f" -XX:ArchiveClassesAtExit={recording_to} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    elif archive.is_file():
         options += f" -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
     return options
 
