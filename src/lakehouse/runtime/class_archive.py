@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ARCHIVE_NAME = "lakehouse-classes.jsa"
@@ -58,11 +59,30 @@ def record(archive: Path, commands: list[list[str]], quiet: bool) -> int:
                 if quiet:
                     sys.stderr.write(done.stdout + done.stderr)
                 return done.returncode
+        recorders_exited(partial)
         if partial.is_file():
             partial.replace(archive)
         return 0
     finally:
         partial.unlink(missing_ok=True)
+
+
+def recorders_exited(partial: Path, timeout: float = 300.0) -> None:
+    """Wait for the JVMs recording into `partial` to exit: a driver JVM outlives its
+    Python process (it exits when its stdin closes) and writes the archive on its way
+    out, after the command has returned."""
+    option = f"-XX:ArchiveClassesAtExit={partial}".encode()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        recording = False
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                recording = recording or option in cmdline.read_bytes()
+            except OSError:  # the process ended while we looked
+                continue
+        if not recording:
+            return
+        time.sleep(0.2)
 
 
 def record_over_sample(archive: Path) -> None:
