@@ -12,11 +12,20 @@ import os
 import re
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
+from lakehouse import __version__
 from lakehouse.catalog import DERIVED_LAYERS, LAYERS, SOURCES
-from lakehouse.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_REFUSED, EXIT_USAGE, LakehouseError
+from lakehouse.errors import (
+    EXIT_BLOCKED,
+    EXIT_DIFFERENCES,
+    EXIT_FAILED,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    LakehouseError,
+)
 from lakehouse.runtime.locks import writer_lock
 from lakehouse.runtime.settings import Settings
 
@@ -104,6 +113,21 @@ def _generator_arguments(command: argparse.ArgumentParser) -> None:
     )
 
 
+def _global_arguments(parser: argparse.ArgumentParser, default: object) -> None:
+    """The options every command takes, before or after the command's name."""
+    parser.add_argument(
+        "--data-root",
+        default=default,
+        help="root folder (or s3a://bucket/prefix) of landing/, lakehouse/, checkpoints/ "
+        "(default $LAKEHOUSE_DATA_ROOT, else ./data)",
+    )
+    parser.add_argument(
+        "--spark-master",
+        default=default,
+        help="Spark master URL (default $LAKEHOUSE_SPARK_MASTER, else local[*])",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakehouse",
@@ -112,11 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--data-root",
-        help="root folder (or s3a://bucket/prefix) of landing/, lakehouse/, checkpoints/",
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", help="on a failure, print the whole Python traceback"
     )
+    _global_arguments(parser, argparse.SUPPRESS)
+    # Also accepted after the command (`lakehouse run --data-root D`), as the contract has it.
+    common = argparse.ArgumentParser(add_help=False)
+    _global_arguments(common, argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     gen = commands.add_parser(
@@ -143,7 +170,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _generator_arguments(produce)
     produce.add_argument("--kafka-bootstrap-servers", help=KAFKA_HELP)
-    produce.add_argument("--spark-master", help="Spark master URL")
 
     run = commands.add_parser(
         "run",
@@ -157,9 +183,6 @@ def build_parser() -> argparse.ArgumentParser:
         choices=LAYERS,
         help="only this layer's queries and checks (repeatable; default: all, in order). "
         "Airflow runs one layer per task.",
-    )
-    run.add_argument(
-        "--spark-master", help="Spark master URL (default $LAKEHOUSE_SPARK_MASTER or local[*])"
     )
     run.add_argument(
         "--kafka-bootstrap-servers",
@@ -186,16 +209,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="check only rows written since each table last passed, as `run` does "
         "(an unchanged table runs only its time-dependent rules); default: whole tables",
     )
-    validate.add_argument("--spark-master", help="Spark master URL")
 
-    state = commands.add_parser(
+    commands.add_parser(
         "state",
         parents=[common],
         help="show the open state of every stateful query",
         description="Read each streaming checkpoint with Spark's state data source and print "
         "the rows each stateful operator holds.",
     )
-    state.add_argument("--spark-master", help="Spark master URL")
 
     for name, help_text, description in (
         (
@@ -209,8 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
             "parity",
             "check streaming tables against a batch recomputation of a date range",
             "Recompute START..END in batch (closing rows at the watermarks the streaming queries "
-            "reached) into a scratch data root and diff it with the live tables; exit 1 on any "
-            "difference.",
+            "reached) into a scratch data root and diff it with the live tables; exit 5 on any "
+            "difference (1: it could not finish).",
         ),
     ):
         command = commands.add_parser(
@@ -219,7 +240,6 @@ def build_parser() -> argparse.ArgumentParser:
         required = name != "backfill"  # which may be --pending instead
         command.add_argument("--start", type=_day, required=required, help="first date, YYYY-MM-DD")
         command.add_argument("--end", type=_day, required=required, help="last date, YYYY-MM-DD")
-        command.add_argument("--spark-master", help="Spark master URL")
     maintain = commands.add_parser(
         "maintain",
         parents=[common],
@@ -230,7 +250,6 @@ def build_parser() -> argparse.ArgumentParser:
         "scratch folders older than --keep-days. Never run it beside a writer (Airflow: the "
         "lakehouse_writers pool).",
     )
-    maintain.add_argument("--spark-master", help="Spark master URL")
     maintain.add_argument(
         "--retain-hours",
         type=_positive,
@@ -277,8 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --kafka-source: read the topic from its oldest message, or from its end",
     )
     recover.add_argument("--kafka-bootstrap-servers", help=KAFKA_HELP)
-    recover.add_argument("--spark-master", help="Spark master URL")
-    migrate = commands.add_parser(
+    commands.add_parser(
         "migrate",
         parents=[common],
         help="move the lakehouse over to changed rules or columns in the catalog",
@@ -288,7 +306,6 @@ def build_parser() -> argparse.ArgumentParser:
         "date in bronze; the next `run` goes on from there. Does nothing when nothing changed. "
         "See docs/operations.md, 'Changing a rule'.",
     )
-    migrate.add_argument("--spark-master", help="Spark master URL")
     backfill = commands.choices["backfill"]
     backfill.add_argument(
         "--pending",
@@ -499,7 +516,7 @@ def cmd_parity(args: argparse.Namespace, settings: Settings) -> int:
     print(f"report:      {outcome.report}")
     if different:
         print(f"parity {span}: differences in {', '.join(different)}")
-        return EXIT_FAILED
+        return EXIT_DIFFERENCES
     print(f"parity {span}: streaming and batch agree")
     return 0
 
@@ -604,12 +621,13 @@ WRITERS = frozenset({"run", "backfill", "maintain", "recover", "migrate"})
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    debug = args.debug
     # Whatever the caller's umask, nothing we create is writable by group or others.
     os.umask(os.umask(0o022) | 0o022)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         settings = Settings.load(
-            data_root=args.data_root,
+            data_root=getattr(args, "data_root", None),
             spark_master=getattr(args, "spark_master", None),
             kafka_bootstrap_servers=getattr(args, "kafka_bootstrap_servers", None),
         )
@@ -620,9 +638,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         ):
             return COMMANDS[args.command](args, settings)
     except (ValueError, OSError, LakehouseError) as error:
+        if debug:
+            traceback.print_exc()
         print(f"lakehouse {args.command}: error: {error}", file=sys.stderr)
         return EXIT_FAILED
     except Exception as error:
+        if debug:
+            traceback.print_exc()
         print(f"lakehouse {args.command}: failed: {explain(error)}", file=sys.stderr)
         return EXIT_FAILED
 

@@ -15,7 +15,7 @@ from airflow.sdk.definitions.retry_policy import RetryAction
 from airflow.sdk.exceptions import AirflowException, AirflowRescheduleException
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
-from lakehouse.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_REFUSED
+from lakehouse.errors import EXIT_BLOCKED, EXIT_DIFFERENCES, EXIT_FAILED, EXIT_REFUSED
 from lakehouse.orchestration import layer_assets
 from lakehouse.orchestration.operators import (
     RETRY_POLICY,
@@ -55,8 +55,9 @@ def submit(app: Path, code: int) -> None:
     [
         (EXIT_BLOCKED, r"blocking data-quality check\(s\) failed \(exit code 3\); not retrying"),
         (EXIT_REFUSED, r"refused to start \(exit code 4; its reason is the `refused:` line above"),
+        (EXIT_DIFFERENCES, r"streaming and batch differ \(exit code 5\); not retrying"),
     ],
-    ids=["blocked-gate", "refused"],
+    ids=["blocked-gate", "refused", "parity-differences"],
 )
 def test_a_blocked_gate_or_a_refusal_ends_the_task_in_one_line_without_retry(
     exiting_app, capfd, code, reason

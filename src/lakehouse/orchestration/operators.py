@@ -21,7 +21,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -30,7 +29,7 @@ from airflow.sdk import BaseOperatorLink
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 from airflow.sdk.exceptions import AirflowException, AirflowRescheduleException
 
-from lakehouse.errors import EXIT_BLOCKED, EXIT_REFUSED
+from lakehouse.errors import EXIT_BLOCKED, EXIT_DIFFERENCES, EXIT_REFUSED
 from lakehouse.runtime.runs import RUN_ID_VARIABLE, generate_run_id
 from lakehouse.runtime.spark import spark_jars
 
@@ -107,9 +106,6 @@ RETRY_POLICY = ExceptionRetryPolicy(
     ]
 )
 
-# How the Spark provider reports a non-zero spark-submit exit code.
-_EXIT_CODE = re.compile(r"Error code is: (\d+)\.")
-
 
 class LakehouseSubmitOperator(SparkSubmitOperator):
     """spark-submit of the `lakehouse` CLI; a blocked data-quality gate is final."""
@@ -141,9 +137,9 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
             self.env_vars = {**(self.env_vars or {}), RUN_ID_VARIABLE: self.lakehouse_run_id}
         try:
             super().execute(context)
-        except AirflowException as error:
-            code = _EXIT_CODE.search(str(error))
-            if code and int(code.group(1)) == EXIT_BLOCKED:
+        except AirflowException:
+            code = self.exit_code()
+            if code == EXIT_BLOCKED:
                 failures = self.blocked_checks()
                 for failure in failures:
                     self.log.error("blocking check failed: %s", failure)
@@ -156,7 +152,7 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
                     EXIT_BLOCKED,
                     self.log,
                 )
-            if code and int(code.group(1)) == EXIT_REFUSED:
+            if code == EXIT_REFUSED:
                 refuse(
                     context,
                     f"`lakehouse {command}` refused to start (exit code {EXIT_REFUSED}; its "
@@ -164,10 +160,25 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
                     EXIT_REFUSED,
                     self.log,
                 )
+            if code == EXIT_DIFFERENCES:
+                report_url = reports_url(f"runs/{self.lakehouse_run_id}.html")
+                refuse(
+                    context,
+                    f"streaming and batch differ (exit code {EXIT_DIFFERENCES}); not retrying: "
+                    f"the same tables give the same answer. Run report: {report_url}",
+                    EXIT_DIFFERENCES,
+                    self.log,
+                )
             raise
         report = self.report()
         self.say_warnings(context, report)
         self.publish_changes(context, report)
+
+    def exit_code(self) -> int | None:
+        """spark-submit's exit status, None before it ran. The Spark provider offers no
+        public accessor: its hook keeps the process (`_submit_sp`), read here."""
+        process = getattr(self._hook, "_submit_sp", None)
+        return None if process is None else process.returncode
 
     def wait_for_runs_of(self, dag_id: str, context: Any) -> None:
         """Give the slot back and come again later while `dag_id` has a run queued or in
