@@ -33,7 +33,6 @@ only for the layer that holds the slot.
 from __future__ import annotations
 
 import datetime as dt
-import os
 
 from airflow.sdk import DAG, chain
 
@@ -45,13 +44,13 @@ from lakehouse.orchestration import (
     TAGS,
     WRITERS_POOL,
     described,
+    incremental_schedule,
     lakehouse_submit,
     layer_assets,
     layer_inputs,
 )
 
-SCHEDULE = os.environ.get("LAKEHOUSE_INCREMENTAL_SCHEDULE", "*/15 * * * *")
-SCHEDULED = SCHEDULE.lower() != "none"
+SCHEDULE = incremental_schedule()
 # Rendered when the task runs: the Variable, or empty (then the environment decides).
 KAFKA_ARGUMENTS = [
     "--kafka-bootstrap-servers",
@@ -62,9 +61,9 @@ with DAG(
     **described(
         INCREMENTAL_DAG, "landing -> bronze -> silver -> gold, exactly once, with quality gates"
     ),
-    schedule=SCHEDULE if SCHEDULED else None,
+    schedule=SCHEDULE,
     # Paused until someone unpauses it only when it has a schedule to start.
-    is_paused_upon_creation=None if SCHEDULED else False,
+    is_paused_upon_creation=None if SCHEDULE else False,
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
     max_active_runs=1,

@@ -40,7 +40,7 @@ from dev import processes
 from lakehouse.catalog import SOURCES
 from lakehouse.orchestration import REPO
 from lakehouse.runtime import jars
-from lakehouse.runtime.settings import Settings
+from lakehouse.runtime.settings import Settings, jars_folder
 
 JAVA = os.environ.get("JAVA", "java")
 ADMIN_TIMEOUT_MS = 30_000
@@ -95,7 +95,7 @@ class KafkaBroker:
 
     @property
     def classpath(self) -> str:
-        return str(jars.ensure("kafka-broker") / "*")
+        return str(jars.ensure("kafka-broker", jars_folder()) / "*")
 
     def _config(self) -> Path:
         """The broker's server.properties (and its log4j configuration), written once."""

@@ -29,6 +29,7 @@ from pathlib import Path
 from dev import processes
 from lakehouse.orchestration import REPO
 from lakehouse.runtime import jars
+from lakehouse.runtime.settings import jars_folder
 from lakehouse.storage.objects import S3Connection, S3Path
 
 JAVA = os.environ.get("JAVA", "java")
@@ -96,7 +97,7 @@ class S3Server:
 
     @property
     def classpath(self) -> str:
-        return str(jars.ensure("s3proxy") / "*")
+        return str(jars.ensure("s3proxy", jars_folder()) / "*")
 
     def _config(self) -> Path:
         keys = self.credentials()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, cast
 
 from lakehouse import __version__
 from lakehouse.catalog import DERIVED_LAYERS, LAYERS, SOURCES
+from lakehouse.environment import help_text as environment_help
 from lakehouse.errors import (
     EXIT_BLOCKED,
     EXIT_DIFFERENCES,
@@ -35,26 +36,10 @@ if TYPE_CHECKING:
     from lakehouse.reports.outcome import RunOutcome
     from lakehouse.samples.generate import GeneratorConfig
 
-EPILOG = """\
-data root: --data-root, else $LAKEHOUSE_DATA_ROOT, else ./data
-environment: LAKEHOUSE_SPARK_MASTER (default local[*]), LAKEHOUSE_SHUFFLE_PARTITIONS,
-             LAKEHOUSE_MAX_FILES_PER_TRIGGER (default 1000),
-             LAKEHOUSE_MAX_LINE_BYTES (default 1 MiB),
-             LAKEHOUSE_LOCK_TIMEOUT (seconds a writer waits for another one, default 900),
-             LAKEHOUSE_STATE_STORE (rocksdb or hdfs, for new stateful queries; default rocksdb),
-             LAKEHOUSE_DRIVER_MEMORY (the driver JVM's heap, where local mode runs; default 2g),
-             LAKEHOUSE_LATE_SHARE_WARNING (warn when a query drops more of its input as late;
-             default 0.05),
-             LAKEHOUSE_QUERY_THREADS (queries that read nothing of each other run on up to
-             this many threads at once; default 3, 1 runs them one after the other),
-             LAKEHOUSE_CHECK_ARROW_MAX_ROWS (checks of up to this many rows run on an Arrow
-             copy, GX's pandas engine and a local relation; default 100000, 0: on Spark)
-kafka:       LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS (unset: no Kafka), LAKEHOUSE_KAFKA_TOPIC_PREFIX,
-             LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER (default 1000000),
-             LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS (default true)
-s3:          a data root s3a://bucket/prefix; AWS_ENDPOINT_URL (unset: Amazon S3),
-             AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION (default us-east-1)
-reports:     LAKEHOUSE_REPORTS_DIR, else <data root>/reports, else ./reports (an S3 root)
+EPILOG = f"""\
+{environment_help()}
+s3: a data root s3a://bucket/prefix takes AWS_ENDPOINT_URL (unset: Amazon S3),
+  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION (default us-east-1)
 """
 
 

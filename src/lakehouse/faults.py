@@ -5,7 +5,7 @@ n-th time (default first) it reaches `crash_point(<point>)`, or, with `+<ms>`,
 that many milliseconds later from a timer thread, while the code after the
 point (a Delta commit, say) is running. `LAKEHOUSE_PAUSE_AT=<point>[:<n>]`
 makes it SIGSTOP itself there instead, for a test to resume with SIGCONT (a
-writer paused past its lease). Unset, they cost two dictionary lookups.
+writer paused past its lease). Read from the environment at each point.
 Points sit where a crash is hardest to survive: after data files are written
 but before their Delta commit, and after the commit but before Spark records
 the micro-batch in its checkpoint.
@@ -24,6 +24,8 @@ import os
 import re
 import signal
 import threading
+
+from lakehouse.environment import environment
 
 _SPEC = re.compile(r"(?P<point>[\w.]+)(?::(?P<nth>\d+))?(?:\+(?P<ms>\d+))?")
 _hits: dict[str, int] = {}
@@ -45,10 +47,11 @@ def _die() -> None:
 
 
 def crash_point(point: str) -> None:
-    pause = os.environ.get("LAKEHOUSE_PAUSE_AT")
+    env = environment()
+    pause = env.pause_at
     if pause and _reached(pause, point, "LAKEHOUSE_PAUSE_AT", f"pause:{point}") is not None:
         os.kill(os.getpid(), signal.SIGSTOP)
-    spec = os.environ.get("LAKEHOUSE_CRASH_AT")
+    spec = env.crash_at
     if not spec:
         return
     parsed = _reached(spec, point, "LAKEHOUSE_CRASH_AT", point)

@@ -23,7 +23,7 @@ from lakehouse.cli import build_parser
 from lakehouse.orchestration import ENTRY_POINT, OWNER, SPARK_CONN_ID, WRITERS_POOL, layer_tables
 from lakehouse.orchestration.operators import LakehouseSubmitOperator
 from lakehouse.quality.validate import DERIVED_CHECKS, LAYER_CHECKS
-from lakehouse.runtime.settings import Settings
+from lakehouse.runtime.settings import Settings, jars_folder
 from lakehouse.runtime.spark import spark_jars
 from tests.helpers import REPO
 
@@ -290,5 +290,5 @@ def test_on_an_s3_root_the_tasks_carry_the_s3_connector_and_keep_reports_local(m
     assert task.env_vars["LAKEHOUSE_DATA_ROOT"] == "s3a://lakehouse/data"
     assert task.env_vars["LAKEHOUSE_REPORTS_DIR"] == str(Path("reports").resolve())
     assert task.object_store
-    jars = spark_jars(object_store=task.object_store)
+    jars = spark_jars(jars_folder(), object_store=task.object_store)
     assert any(jar.name.startswith("hadoop-aws-") for jar in jars)

@@ -296,7 +296,7 @@ def test_a_lock_left_by_a_dead_writer_is_taken_over(s3):
 
 
 def test_the_lease_is_renewed_while_the_writer_works(s3, monkeypatch):
-    monkeypatch.setattr(locks, "LEASE_SECONDS", 0.6)
+    monkeypatch.setenv("LAKEHOUSE_LOCK_LEASE_SECONDS", "0.6")
     root = s3.root("leases")
     lock = root / locks.LOCK_FILE
     with writer_lock(root, "run", timeout_seconds=1):

@@ -57,6 +57,8 @@ def test_layers_come_back_in_pipeline_order():
         ("2026-11-01", "2026-11-01", ["bronze"], "layers: choose from silver, gold"),
         ("2026-11-01", "2026-11-01", [], "layers: choose from silver, gold"),
         (20261101, "2026-11-01", None, "start: expected a date YYYY-MM-DD, got 20261101"),
+        ("2026-11-01", "2026-11-01", 5, "layers: expected a list of layer names, got 5"),
+        ("2026-11-01", "2026-11-01", [5], "layers: expected a list of layer names, got [5]"),
     ],
 )
 def test_a_bad_form_gets_a_clear_message(start, end, layers, message):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from lakehouse.environment import markdown
 from lakehouse.runtime.settings import Settings
 from lakehouse.runtime.spark import LOCAL_CHECKPOINT_FILES, session_conf, submit_conf
+from tests.helpers import REPO
 
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 
@@ -56,7 +59,7 @@ def test_the_state_store_is_chosen_by_the_environment(monkeypatch, store, provid
 
 def test_an_unknown_state_store_is_refused(monkeypatch):
     monkeypatch.setenv("LAKEHOUSE_STATE_STORE", "memory")
-    with pytest.raises(ValueError, match="LAKEHOUSE_STATE_STORE must be one of rocksdb, hdfs"):
+    with pytest.raises(ValueError, match="LAKEHOUSE_STATE_STORE: input should be 'rocksdb' or 'hdfs'"):
         Settings.load(data_root=Path("/tmp/x"))
 
 
@@ -70,7 +73,7 @@ def test_the_driver_heap_is_2g_unless_the_environment_says_otherwise(monkeypatch
 @pytest.mark.parametrize("value", ["2", "2gb", "0g", "-1g", "lots"])
 def test_a_driver_heap_spark_cannot_read_is_refused(monkeypatch, value):
     monkeypatch.setenv("LAKEHOUSE_DRIVER_MEMORY", value)
-    with pytest.raises(ValueError, match="LAKEHOUSE_DRIVER_MEMORY must be a size such as 2g"):
+    with pytest.raises(ValueError, match="LAKEHOUSE_DRIVER_MEMORY: must be a size such as 2g"):
         Settings.load(data_root=Path("/tmp/x"))
 
 
@@ -160,3 +163,20 @@ def test_local_airflow_takes_the_data_root_make_run_takes(monkeypatch, tmp_path)
     assert airflow.env()["LAKEHOUSE_DATA_ROOT"] == "s3a://bucket/prefix"
     # And no schedule for the incremental DAG unless one is asked for.
     assert airflow.env()["LAKEHOUSE_INCREMENTAL_SCHEDULE"] == "none"
+
+
+def test_the_docs_list_every_variable_as_the_declaration_says():
+    """docs/reference.md's list is `python -m lakehouse.environment`'s output."""
+    text = (REPO / "docs" / "reference.md").read_text()
+    start = text.index("<!-- generated from lakehouse/environment.py")
+    block = text[text.index("\n", start) + 1 : text.index("<!-- end of the generated list -->")]
+    assert block.strip() == markdown().strip(), "run python -m lakehouse.environment"
+
+
+def test_only_the_declaration_reads_the_lakehouse_variables():
+    for module in (REPO / "src" / "lakehouse").rglob("*.py"):
+        if module.name == "environment.py":
+            continue
+        text = module.read_text()
+        assert not re.search(r"environ(\.get)?\(?\[?[\"']LAKEHOUSE_", text), module
+        assert "getenv(" not in text, module

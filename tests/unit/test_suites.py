@@ -143,3 +143,43 @@ def test_the_reason_class_rule_accepts_every_reason_the_parser_writes():
 
 def test_every_layer_has_checks():
     assert tuple(LAYER_CHECKS) == LAYERS
+
+
+GENERATED = {
+    "expect_column_values_to_not_be_null",
+    "expect_column_values_to_be_in_set",
+    "expect_column_values_to_be_unique",
+    "expect_compound_columns_to_be_unique",
+}
+
+
+def test_the_suite_files_restate_no_column_key_or_allowed_value_of_the_catalog():
+    for path in EXPECTATIONS_DIR.glob("*/*.json"):
+        kinds = {e["type"] for e in json.loads(path.read_text())["expectations"]}
+        assert not kinds & GENERATED, f"{path}: generated from the catalog (quality.implied)"
+
+
+def generated(table: str, kind: str) -> list[dict]:
+    return [e["kwargs"] for e in SUITES[table].expectations if e["type"] == kind]
+
+
+def test_every_table_gets_its_not_null_allowed_values_and_key_checks_from_the_catalog():
+    for table, entry in TABLES_BY_ID.items():
+        not_null = {k["column"] for k in generated(table, "expect_column_values_to_not_be_null")}
+        assert not_null == set(entry.column_names) - set(entry.nullable), table
+        allowed = {
+            k["column"]: tuple(k["value_set"])
+            for k in generated(table, "expect_column_values_to_be_in_set")
+        }
+        assert allowed == dict(entry.enums), table
+        keys = [
+            *([k["column"]] for k in generated(table, "expect_column_values_to_be_unique")),
+            *(k["column_list"] for k in generated(table, "expect_compound_columns_to_be_unique")),
+        ]
+        assert keys == [list(entry.keys)], table
+    for name, source in SOURCES.items():
+        not_null = generated(f"bronze/{name}", "expect_column_values_to_not_be_null")
+        required = {k["column"] for k in not_null}
+        assert set(source.fields) < required, name
+        allowed = generated(f"bronze/{name}", "expect_column_values_to_be_in_set")
+        assert {k["column"]: tuple(k["value_set"]) for k in allowed} == dict(source.enums)

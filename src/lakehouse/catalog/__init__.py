@@ -26,6 +26,9 @@ DERIVED_LAYERS = ("silver", "gold")
 EVENT_TIME = "event_time"
 EVENT_DATE = "event_date"
 ACTIONS = ("login", "view", "click", "purchase", "logout")
+# gold/user_status's statuses; why silver/user_sessions' sessions ended.
+STATUSES = ("active", "offline", "inactive")
+END_REASONS = ("logout", "timeout")
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,98 @@ class Closing:
 
 # Column types by name; src/lakehouse/catalog/schemas.py maps them to Spark's.
 STRING, TIMESTAMP, LONG, DOUBLE, DATE = "string", "timestamp", "long", "double", "date"
+BOOLEAN, STRINGS = "boolean", "array<string>"
+
+Columns = tuple[tuple[str, str], ...]
+
+# Bronze's bookkeeping columns, after a source's event fields (`schemas.bronze_schema`).
+BRONZE_BOOKKEEPING: Columns = (("_ingested_at", TIMESTAMP), ("_source_file", STRING))
+# A quarantined line: its text, why, and where it came from. `raw_base64` holds the
+# exact bytes, base64-encoded, when the line is not valid UTF-8 (`raw` then shows it
+# with replacement characters); it is the one column that may be empty.
+QUARANTINE_COLUMNS: Columns = (
+    ("raw", STRING),
+    ("reason", STRING),
+    ("raw_base64", STRING),
+    ("_source_file", STRING),
+    ("_ingested_at", TIMESTAMP),
+)
+QUARANTINE_NULLABLE = ("raw_base64",)
+
+# The lakehouse's own tables, under lakehouse/_meta/<name>: what it did, for people
+# and for its next runs.
+META_TABLES: Mapping[str, Columns] = MappingProxyType(
+    {
+        # Every data-quality outcome (lakehouse.quality.validate).
+        "dq_results": (
+            ("run_id", STRING),
+            ("validated_at", TIMESTAMP),
+            ("layer", STRING),
+            ("table_name", STRING),
+            ("table_version", LONG),
+            ("scope", STRING),
+            ("expectation", STRING),
+            ("description", STRING),
+            ("severity", STRING),
+            ("success", BOOLEAN),
+            ("rows_checked", LONG),
+            ("unexpected_count", LONG),
+            ("observed", STRING),
+            ("sample", STRING),
+            ("docs_page", STRING),
+        ),
+        # Lines read per bronze micro-batch, which reconciliation holds against bronze
+        # and quarantine (lakehouse.quality.ledger).
+        "bronze_ledger": (
+            ("source", STRING),
+            ("query_id", STRING),
+            ("batch_id", LONG),
+            ("lines_read", LONG),
+            ("recorded_at", TIMESTAMP),
+        ),
+        # Every micro-batch's progress: the event log (lakehouse.runtime.monitoring).
+        "query_progress": (
+            ("run_id", STRING),
+            ("query", STRING),
+            ("query_id", STRING),
+            ("batch_id", LONG),
+            ("started_at", TIMESTAMP),
+            ("num_input_rows", LONG),
+            ("processed_rows_per_second", DOUBLE),
+            ("duration_ms", LONG),
+            ("watermark", TIMESTAMP),
+            ("state_rows", LONG),
+            ("state_memory_bytes", LONG),
+            ("rows_dropped_by_watermark", LONG),
+            ("progress_json", STRING),
+        ),
+        # Dates of rows a stream dropped as late, and the dates backfills recomputed
+        # (lakehouse.drivers.late).
+        "late_dates": (
+            (EVENT_DATE, DATE),
+            ("query", STRING),
+            ("rows_below_watermark", LONG),
+            ("watermark", TIMESTAMP),
+            ("detected_at", TIMESTAMP),
+        ),
+        "backfills": ((EVENT_DATE, DATE), ("layers", STRINGS), ("completed_at", TIMESTAMP)),
+    }
+)
+# What two checks run on, computed for each run: lines read against rows written per
+# source, and rows each query dropped as late (lakehouse.quality.validate).
+RECONCILIATION_COLUMNS: Columns = (
+    ("source", STRING),
+    ("lines_read", LONG),
+    ("bronze_rows", LONG),
+    ("quarantine_rows", LONG),
+    ("quarantine_share", DOUBLE),
+)
+LATE_DROPS_COLUMNS: Columns = (
+    ("query", STRING),
+    ("rows_in", LONG),
+    ("dropped_late", LONG),
+    ("late_share", DOUBLE),
+)
 
 
 @dataclass(frozen=True)
@@ -172,6 +267,11 @@ class Table:
     `first_write_wins`: a row whose keys the table already holds is never
     written again, however long after the first (the stream's own
     deduplication forgets a key once the watermark has passed it).
+
+    The data-quality checks a table gets from this alone (`quality.implied`): every
+    column not `nullable` is never null, each column of `enums` holds only its
+    values, and `keys` identify a row (within an `event_date` partition, or in the
+    whole table when it has no date column).
     """
 
     layer: str
@@ -189,6 +289,8 @@ class Table:
     upsert: bool = False
     closed_by: str | None = None
     first_write_wins: bool = False
+    nullable: tuple[str, ...] = ()
+    enums: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -225,6 +327,7 @@ def _deduplicated(source: Source) -> Table:
         watermark_sources=(source.name,),
         rules=(source.delay_rule,),
         first_write_wins=True,
+        enums=source.enums,
     )
 
 
@@ -253,6 +356,8 @@ TABLES: tuple[Table, ...] = (
         closing=Closing("unmatched", held_back="attribution_window"),
         watermark_sources=("impressions", "clicks"),
         rules=_ATTRIBUTION_RULES,
+        # An impression without a click in the window: one row, its click empty.
+        nullable=("click_id", "click_time"),
     ),
     Table(
         "silver",
@@ -273,6 +378,7 @@ TABLES: tuple[Table, ...] = (
         closing=Closing("state"),
         watermark_sources=("user_actions",),
         rules=("user_actions_delay", "session_gap"),
+        enums={"end_reason": END_REASONS},
     ),
     Table(
         "gold",
@@ -333,6 +439,7 @@ TABLES: tuple[Table, ...] = (
         closing=Closing("windows", length="actions_window"),
         watermark_sources=("user_actions",),
         rules=("user_actions_delay", "actions_window", "actions_slide"),
+        enums={"action": ACTIONS},
     ),
     Table(
         "gold",
@@ -352,6 +459,7 @@ TABLES: tuple[Table, ...] = (
         rules=("user_actions_delay", "inactivity_timeout"),
         date_column=None,
         upsert=True,
+        enums={"status": STATUSES, "last_action": ACTIONS},
     ),
 )
 TABLES_BY_ID: dict[str, Table] = {table.id: table for table in TABLES}
@@ -401,6 +509,9 @@ def _check() -> None:
             raise ValueError(f"{entry.id}: a windows closing rule needs the window length")
         if entry.date_column is not None and entry.date_column not in entry.column_names:
             raise ValueError(f"{entry.id}: date column {entry.date_column} is not a column")
+        for column in (*entry.keys, *entry.nullable, *entry.enums):
+            if column not in entry.column_names:
+                raise ValueError(f"{entry.id}: {column} (a key, nullable or enum) is not a column")
         for name in entry.rules:
             RULES.value(name)
         one_input = TABLES_BY_ID.get(entry.inputs[0]) if len(entry.inputs) == 1 else None

@@ -10,7 +10,6 @@ of after a Spark start-up.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lakehouse.catalog import DERIVED_LAYERS
@@ -104,10 +103,15 @@ FORM_MAX_DAYS = 366
 
 
 def backfill_request(
-    start: object, end: object, layers: Sequence[str] | None, whole_range: object = False
+    start: object, end: object, layers: object, whole_range: object = False
 ) -> BackfillRequest:
     """The range and layers of the manual backfill's form (`lakehouse_backfill_range`);
-    a range of more than FORM_MAX_DAYS days needs `whole_range` ticked."""
+    a range of more than FORM_MAX_DAYS days needs `whole_range` ticked. Any value may
+    come in (`airflow dags trigger -c` skips the form): a wrong one is a ValueError."""
+    if layers is not None and not (
+        isinstance(layers, list | tuple) and all(isinstance(layer, str) for layer in layers)
+    ):
+        raise ValueError(f"layers: expected a list of layer names, got {layers!r}")
     if start is None or end is None:
         raise ValueError("give a start and an end date")
     dates = DateRange(parse_date(start, "start"), parse_date(end, "end"))

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from pyspark.sql import types as T
 
-from lakehouse.catalog import EVENT_TIME, Source, Table, table
+from lakehouse.catalog import (
+    BRONZE_BOOKKEEPING,
+    EVENT_TIME,
+    META_TABLES,
+    QUARANTINE_COLUMNS,
+    Columns,
+    Source,
+    Table,
+    table,
+)
 
 SPARK_TYPES: dict[str, T.DataType] = {
     "string": T.StringType(),
@@ -17,6 +26,8 @@ SPARK_TYPES: dict[str, T.DataType] = {
     "long": T.LongType(),
     "double": T.DoubleType(),
     "date": T.DateType(),
+    "boolean": T.BooleanType(),
+    "array<string>": T.ArrayType(T.StringType()),
 }
 
 # Where a row came from when it was a Kafka message (null for a landing line);
@@ -28,18 +39,13 @@ KAFKA_COLUMNS = (
     T.StructField("_kafka_offset", T.LongType()),
 )
 
-QUARANTINE_SCHEMA = T.StructType(
-    [
-        T.StructField("raw", T.StringType()),
-        T.StructField("reason", T.StringType()),
-        # The exact bytes, base64-encoded, when the line is not valid UTF-8
-        # (`raw` then shows it with replacement characters).
-        T.StructField("raw_base64", T.StringType()),
-        T.StructField("_source_file", T.StringType()),
-        T.StructField("_ingested_at", T.TimestampType()),
-        *KAFKA_COLUMNS,
-    ]
-)
+
+def struct(columns: Columns) -> T.StructType:
+    """The Spark schema of columns the catalog declares as (name, type) pairs."""
+    return T.StructType([T.StructField(name, SPARK_TYPES[kind]) for name, kind in columns])
+
+
+QUARANTINE_SCHEMA = T.StructType([*struct(QUARANTINE_COLUMNS).fields, *KAFKA_COLUMNS])
 
 
 def event_schema(source: Source) -> T.StructType:
@@ -55,8 +61,7 @@ def bronze_schema(source: Source) -> T.StructType:
     return T.StructType(
         [
             *event_schema(source).fields,
-            T.StructField("_ingested_at", T.TimestampType()),
-            T.StructField("_source_file", T.StringType()),
+            *struct(BRONZE_BOOKKEEPING).fields,
             *KAFKA_COLUMNS,
             *(T.StructField(name, T.StringType()) for name in source.optional_fields),
         ]
@@ -66,4 +71,9 @@ def bronze_schema(source: Source) -> T.StructType:
 def table_schema(entry: Table | str) -> T.StructType:
     """Schema of a silver or gold table (a catalog entry, or its id `silver/clicks`)."""
     found = table(entry) if isinstance(entry, str) else entry
-    return T.StructType([T.StructField(name, SPARK_TYPES[kind]) for name, kind in found.columns])
+    return struct(found.columns)
+
+
+def meta_schema(name: str) -> T.StructType:
+    """Schema of one of the lakehouse's own tables (`dq_results`, `query_progress`, ...)."""
+    return struct(META_TABLES[name])

@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from lakehouse.catalog import DERIVED_LAYERS, EVENT_TIME
+from lakehouse.catalog.schemas import meta_schema
 from lakehouse.runtime.progress import StageResult
 from lakehouse.runtime.settings import Settings
 from lakehouse.storage.checkpoints import COMPLETED_BATCH, batches_with_input, read_sidecar
@@ -52,22 +52,8 @@ from lakehouse.storage.objects import Root
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-LATE_DATES_SCHEMA = T.StructType(
-    [
-        T.StructField("event_date", T.DateType()),
-        T.StructField("query", T.StringType()),
-        T.StructField("rows_below_watermark", T.LongType()),
-        T.StructField("watermark", T.TimestampType()),
-        T.StructField("detected_at", T.TimestampType()),
-    ]
-)
-BACKFILLS_SCHEMA = T.StructType(
-    [
-        T.StructField("event_date", T.DateType()),
-        T.StructField("layers", T.ArrayType(T.StringType())),
-        T.StructField("completed_at", T.TimestampType()),
-    ]
-)
+LATE_DATES_SCHEMA = meta_schema("late_dates")
+BACKFILLS_SCHEMA = meta_schema("backfills")
 
 
 def late_dates_path(settings: Settings) -> Root:

@@ -37,7 +37,6 @@ from lakehouse.quality.validate import (
     last_passed_versions,
     rows_total,
     tables_written_by,
-    validate_layer,
 )
 from lakehouse.reports.outcome import RunOutcome
 from lakehouse.reports.pages import write_run_report
@@ -326,9 +325,10 @@ def validate_tables(
             outcome.quarantine = quarantine_by_reason(spark, settings, {})
         baselines = {} if whole_table else last_passed_versions(settings)
         for layer in layers:
-            check = validate_layer(
+            validation = LayerValidation(
                 spark, settings, gate, layer, outcome.run_id, baselines, whole_table
             )
+            check = validation.check_all()
             outcome.checks.append(check)
             for line in check.lines():
                 echo(line)

@@ -1,4 +1,4 @@
-"""The lakehouse's Airflow plugin: reports behind Airflow's login, the backfill form's check.
+"""The lakehouse's Airflow plugin: reports behind Airflow's login, notes on DAG runs.
 
 Registered through the `airflow.plugins` entry point of this package
 (pyproject.toml), so every Airflow process of the virtual environment or
@@ -11,20 +11,19 @@ image loads it; `airflow plugins` lists it.
 - Views: "Lakehouse reports" in the Browse menu (the index, with its
   charts), and a "Lakehouse reports" tab on every DAG run (the reports its
   tasks wrote).
-- A check of the `lakehouse_backfill_range` trigger form before Airflow
-  creates the run, for a caller Airflow lets trigger it: Airflow validates
-  each field on its own, this the range as a whole (an end before the start,
-  a field of the wrong type, is refused with the reason, shown in the form),
-  and gives the run a note naming its range and layers.
 - A listener that writes into a DAG run's note, when it ends, what its tasks
-  kept for it: a layer that passed with warnings, a refusal (`RunNotes`).
+  kept for it: a backfill's range, a layer that passed with warnings, a refusal
+  (`RunNotes`).
+
+A bad backfill form is not this plugin's business: Airflow checks each field
+against its Param schema before it creates a run, and the DAG's first task,
+`check_request`, refuses the range as a whole in one line.
 - Every page served carries a Content-Security-Policy that sandboxes it, runs
   no script and loads nothing from elsewhere (`REPORT_HEADERS`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from html import escape
 from pathlib import Path
@@ -33,9 +32,8 @@ from typing import Any
 from airflow.listeners import hookimpl
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, Response
 
-from lakehouse.catalog.dates import backfill_request
 from lakehouse.orchestration.operators import OUTCOME_KEY, REPORTS_URL, QualityLink, RunReportLink
 from lakehouse.orchestration.tasks import settings
 from lakehouse.runtime.runs import dag_run_page
@@ -125,119 +123,6 @@ def reports_app() -> FastAPI:
     return app
 
 
-class BackfillFormCheck:
-    """ASGI middleware: checks a `lakehouse_backfill_range` trigger before Airflow sees it.
-
-    Only a caller Airflow would let trigger the DAG gets an answer from the
-    check; any other request goes on to Airflow untouched, which refuses it
-    (401 or 403) without a word about the DAG or its form.
-    """
-
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not (
-            scope["type"] == "http"
-            and scope["method"] == "POST"
-            and scope["path"].endswith(f"/api/v2/dags/{RANGE_DAG}/dagRuns")
-            and await may_trigger(scope)
-        ):
-            await self.app(scope, receive, send)
-            return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        body, refusal = checked_trigger(body)
-        if refusal is not None:
-            await JSONResponse({"detail": refusal}, status_code=400)(scope, receive, send)
-            return
-        headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
-        scope = {**scope, "headers": [*headers, (b"content-length", str(len(body)).encode())]}
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, send)
-
-
-def request_token(scope: Scope) -> str | None:
-    """The caller's token, where Airflow's API takes it: the bearer header, else the cookie."""
-    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
-    from starlette.requests import HTTPConnection
-
-    connection = HTTPConnection(scope)
-    scheme, _, credentials = connection.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and credentials:
-        return credentials
-    return connection.cookies.get(COOKIE_NAME_JWT_TOKEN)
-
-
-async def may_trigger(scope: Scope) -> bool:
-    """Whether the request's caller may create runs of the range DAG (Airflow's own check)."""
-    from airflow.api_fastapi.app import get_auth_manager
-    from airflow.api_fastapi.auth.managers.models.resource_details import (
-        DagAccessEntity,
-        DagDetails,
-    )
-
-    token = request_token(scope)
-    if not token:
-        return False
-    manager = get_auth_manager()
-    try:
-        user = await manager.get_user_from_token(token)
-    except Exception:  # expired, forged or revoked: Airflow answers it
-        return False
-    return bool(
-        manager.is_authorized_dag(
-            method="POST",
-            access_entity=DagAccessEntity.RUN,
-            details=DagDetails(id=RANGE_DAG),
-            user=user,
-        )
-    )
-
-
-def checked_trigger(body: bytes) -> tuple[bytes, str | None]:
-    """The trigger request's body, with a note naming the range, or why it is refused.
-
-    A body that is not a JSON object is passed on untouched: Airflow answers it.
-    A form field of the wrong type is refused in one line, as a bad date is.
-    """
-    try:
-        payload = json.loads(body or b"{}")
-    except ValueError:
-        return body, None
-    if not isinstance(payload, dict):
-        return body, None
-    form = payload.get("conf") or {}
-    try:
-        if not isinstance(form, dict):
-            raise ValueError(f"conf: expected an object, got {type(form).__name__}")
-        layers = form.get("layers")
-        if layers is not None and not (
-            isinstance(layers, list) and all(isinstance(layer, str) for layer in layers)
-        ):
-            raise ValueError(f"layers: expected a list of layer names, got {layers!r}")
-        request = backfill_request(
-            form.get("start"), form.get("end"), layers, form.get("whole_range", False)
-        )
-    except ValueError as error:
-        return body, f"{RANGE_DAG}: {error}"
-    if not payload.get("note"):
-        payload["note"] = request.describe()
-    return json.dumps(payload).encode(), None
-
-
 # What Airflow keeps of a DAG run's note (characters).
 NOTE_LIMIT = 1000
 
@@ -293,9 +178,6 @@ class LakehousePlugin(AirflowPlugin):
     name = "lakehouse"
     fastapi_apps = [  # noqa: RUF012 (Airflow reads these class attributes)
         {"app": reports_app(), "url_prefix": "/lakehouse", "name": "lakehouse reports"}
-    ]
-    fastapi_root_middlewares = [  # noqa: RUF012
-        {"middleware": BackfillFormCheck, "name": "lakehouse backfill form check"}
     ]
     external_views = [  # noqa: RUF012
         {

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from lakehouse.catalog import DERIVED_LAYERS, bronze_tables, tables_in
+from lakehouse.environment import environment
 from lakehouse.errors import EXIT_USAGE
 from lakehouse.runtime.settings import Settings
 from lakehouse.runtime.spark import submit_conf
@@ -72,6 +73,13 @@ def described(dag_id: str, description: str) -> dict[str, str]:
         "description": description,
         "dag_display_name": f"{dag_id} · {description}",
     }
+
+
+def incremental_schedule() -> str | None:
+    """The incremental DAG's cron schedule (`LAKEHOUSE_INCREMENTAL_SCHEDULE`); None for
+    `none`: manual runs only."""
+    chosen = environment().incremental_schedule.strip()
+    return None if chosen.lower() == "none" else chosen
 
 
 def layer_tables(layer: str) -> tuple[str, ...]:
@@ -166,12 +174,18 @@ def backfill_tasks(commands: Any) -> list[LakehouseSubmitOperator]:
 
 def request_commands(make: Callable[[], BackfillRequest]) -> dict[str, list[str]]:
     """What a backfill DAG's `check_request` returns: the commands of the request `make`
-    builds, which is logged; a request it refuses fails the task in one line."""
+    builds, which is logged and named in the run's note; a request it refuses fails the
+    task in one line."""
+    from airflow.sdk import get_current_context
+
+    from lakehouse.orchestration.operators import keep_outcome
+
     try:
         request = make()
     except ValueError as error:
         refuse(str(error))
     print(request.describe())
+    keep_outcome(get_current_context(), request.describe(), named=False)  # the run's note
     return request.commands()
 
 

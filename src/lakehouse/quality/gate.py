@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlparse
 
+from lakehouse.quality.implied import implied_expectations
+
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
@@ -114,7 +116,8 @@ def _render(value: Any, parameters: Mapping[str, str], where: str) -> Any:
 def load_suite(path: Path, parameters: Mapping[str, str] | None = None) -> Suite:
     """Read and check one suite file; every problem names the file and the expectation.
 
-    `parameters` fill the `${name}` placeholders of the expectations' arguments.
+    `parameters` fill the `${name}` placeholders of the expectations' arguments. The
+    checks the catalog implies for the table (`implied`) come first, then the file's.
     """
     document = json.loads(path.read_text())
     layer, name = path.parent.name, path.stem
@@ -122,7 +125,10 @@ def load_suite(path: Path, parameters: Mapping[str, str] | None = None) -> Suite
         raise ValueError(
             f"{path}: suite name must be {layer}.{name!r}, got {document.get('name')!r}"
         )
-    expectations = document.get("expectations") or []
+    expectations = [
+        *implied_expectations(f"{layer}/{name}"),
+        *(document.get("expectations") or []),
+    ]
     for index, expectation in enumerate(expectations):
         where = f"{path}: expectation {index} ({expectation.get('type')})"
         if expectation.get("severity") not in SEVERITIES:

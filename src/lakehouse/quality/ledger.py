@@ -10,8 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
-from pyspark.sql import types as T
-
+from lakehouse.catalog.schemas import meta_schema
 from lakehouse.runtime.settings import Settings
 from lakehouse.storage.delta import append_rows, ensure_table
 from lakehouse.storage.objects import Root
@@ -19,15 +18,7 @@ from lakehouse.storage.objects import Root
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-LEDGER_SCHEMA = T.StructType(
-    [
-        T.StructField("source", T.StringType()),
-        T.StructField("query_id", T.StringType()),
-        T.StructField("batch_id", T.LongType()),
-        T.StructField("lines_read", T.LongType()),
-        T.StructField("recorded_at", T.TimestampType()),
-    ]
-)
+LEDGER_SCHEMA = meta_schema("bronze_ledger")
 
 
 def ledger_path(settings: Settings) -> Root:

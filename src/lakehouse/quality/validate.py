@@ -3,7 +3,7 @@
 A run checks each table with its suite (`src/lakehouse/quality/suites/<layer>/<table>.json`,
 see src/lakehouse/quality/gate.py) right after the query that wrote it
 (`LayerValidation`); `lakehouse validate` checks whole layers
-(`validate_layer`).
+(`LayerValidation.check_all`).
 
 - `new_rows` expectations run on the rows written since the table's last
   passing validation: normally exactly what this run wrote. A table that
@@ -44,16 +44,18 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from lakehouse.catalog import (
+    LATE_DROPS_COLUMNS,
     LAYERS,
+    RECONCILIATION_COLUMNS,
     SOURCES,
     TABLES_BY_ID,
     bronze_tables,
     sql_parameters,
     tables_in,
 )
+from lakehouse.catalog.schemas import meta_schema, struct
 from lakehouse.quality.gate import ArrowRows, Outcome, QualityGate, Suite, load_suites
 from lakehouse.quality.ledger import ledger_path
 from lakehouse.runtime.progress import StageResult
@@ -106,42 +108,9 @@ FRESHNESS = dt.timedelta(hours=24)
 # (docs/benchmarks.md).
 CACHE_MAX_ROWS = 1_000_000
 
-RESULTS_SCHEMA = T.StructType(
-    [
-        T.StructField("run_id", T.StringType()),
-        T.StructField("validated_at", T.TimestampType()),
-        T.StructField("layer", T.StringType()),
-        T.StructField("table_name", T.StringType()),
-        T.StructField("table_version", T.LongType()),
-        T.StructField("scope", T.StringType()),
-        T.StructField("expectation", T.StringType()),
-        T.StructField("description", T.StringType()),
-        T.StructField("severity", T.StringType()),
-        T.StructField("success", T.BooleanType()),
-        T.StructField("rows_checked", T.LongType()),
-        T.StructField("unexpected_count", T.LongType()),
-        T.StructField("observed", T.StringType()),
-        T.StructField("sample", T.StringType()),
-        T.StructField("docs_page", T.StringType()),
-    ]
-)
-RECONCILIATION_SCHEMA = T.StructType(
-    [
-        T.StructField("source", T.StringType()),
-        T.StructField("lines_read", T.LongType()),
-        T.StructField("bronze_rows", T.LongType()),
-        T.StructField("quarantine_rows", T.LongType()),
-        T.StructField("quarantine_share", T.DoubleType()),
-    ]
-)
-LATE_DROPS_SCHEMA = T.StructType(
-    [
-        T.StructField("query", T.StringType()),
-        T.StructField("rows_in", T.LongType()),
-        T.StructField("dropped_late", T.LongType()),
-        T.StructField("late_share", T.DoubleType()),
-    ]
-)
+RESULTS_SCHEMA = meta_schema("dq_results")
+RECONCILIATION_SCHEMA = struct(RECONCILIATION_COLUMNS)
+LATE_DROPS_SCHEMA = struct(LATE_DROPS_COLUMNS)
 
 
 @dataclass
@@ -616,6 +585,12 @@ class LayerValidation:
         self.result.seconds += time.perf_counter() - started
         return self.result
 
+    def check_all(self) -> LayerCheck:
+        """Check every table of the layer, record it, render Data Docs (`lakehouse
+        validate`)."""
+        self.check(LAYER_CHECKS[self.result.layer])
+        return self.finish()
+
     def finish(self, build_docs: bool = True) -> LayerCheck:
         """Record every outcome of the layer; render Data Docs unless the caller does
         it once for several layers (`QualityGate.build_docs`)."""
@@ -627,21 +602,6 @@ class LayerValidation:
         record_results(self.spark, self.settings, self.run_id, self.result)
         self.result.seconds += time.perf_counter() - started
         return self.result
-
-
-def validate_layer(
-    spark: SparkSession,
-    settings: Settings,
-    gate: QualityGate,
-    layer: str,
-    run_id: str,
-    baselines: dict[str, int],
-    whole_table: bool = False,
-) -> LayerCheck:
-    """Run the checkpoint of every table of `layer`, record it, render Data Docs."""
-    validation = LayerValidation(spark, settings, gate, layer, run_id, baselines, whole_table)
-    validation.check(LAYER_CHECKS[layer])
-    return validation.finish()
 
 
 def record_results(

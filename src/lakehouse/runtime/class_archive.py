@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from lakehouse.environment import environment
+
 ARCHIVE_NAME = "lakehouse-classes.jsa"
 SAMPLE_EVENTS = 2000
 # Set for a command that records the archive: where its driver JVM writes it at exit.
@@ -38,7 +40,7 @@ def archive_path() -> Path:
 
 def recording() -> str | None:
     """Where this process's driver JVM records the archive, when it does."""
-    return os.environ.get(RECORDING) or None
+    return environment().class_archive_recording
 
 
 def record(archive: Path, commands: list[list[str]], quiet: bool) -> int:

@@ -1,7 +1,7 @@
 """The JVM libraries beyond Spark's own, fetched from Maven Central the first time one is needed.
 
-Each bundle is a folder of the jars folder (`jars/` of the checkout, or
-`LAKEHOUSE_JARS_DIR`) with a `pom.xml` that pins its artifacts: Maven copies
+Each bundle is a folder of the jars folder (`jars/` of the checkout, or the
+`jars_dir` setting) with a `pom.xml` that pins its artifacts: Maven copies
 them next to it, checking Maven Central's checksums (`--strict-checksums`).
 
 - `delta`: Delta Lake's connector and Spark's Kafka connector, on Spark's
@@ -19,7 +19,6 @@ virtual environment installs: `python -m lakehouse.runtime.jars delta s3 ...`.
 from __future__ import annotations
 
 import fcntl
-import os
 import shutil
 import subprocess
 import sys
@@ -61,65 +60,62 @@ BUNDLES = {
 }
 
 
-def jars_dir() -> Path:
-    return Path(os.environ.get("LAKEHOUSE_JARS_DIR") or CHECKOUT_JARS)
+def bundle_dir(name: str, root: Path) -> Path:
+    return root / BUNDLES[name].folder
 
 
-def bundle_dir(name: str) -> Path:
-    return jars_dir() / BUNDLES[name].folder
-
-
-def fetched(name: str) -> bool:
+def fetched(name: str, root: Path) -> bool:
     """Whether the bundle's jars are there, fetched (and built) from its sources as they are."""
-    folder = bundle_dir(name)
+    folder = bundle_dir(name, root)
     done = folder / ".fetched"
     sources = [folder / "pom.xml"]
     if name == "s3":
         sources += [
-            jars_dir() / "log-store" / "pom.xml",
-            jars_dir() / "log-store" / "FencedS3LogStore.java",
+            root / "log-store" / "pom.xml",
+            root / "log-store" / "FencedS3LogStore.java",
         ]
     if not done.is_file():
         return False
     return all(not f.is_file() or f.stat().st_mtime <= done.stat().st_mtime for f in sources)
 
 
-def ensure(name: str) -> Path:
+def ensure(name: str, root: Path = CHECKOUT_JARS) -> Path:
     """The bundle's folder, its jars fetched first if they are not there yet (one line on
     stderr says so). Processes that need the same bundle at once fetch it once: the
     others wait for the first."""
-    folder = bundle_dir(name)
-    if fetched(name):
+    folder = bundle_dir(name, root)
+    if fetched(name, root):
         return folder
     if name == "s3":
-        ensure("delta")  # the log store compiles against delta-storage
+        ensure("delta", root)  # the log store compiles against delta-storage
     if not (folder / "pom.xml").is_file():
         raise LakehouseError(
             f"{BUNDLES[name].what}: no {folder / 'pom.xml'} to fetch them from; set "
-            "LAKEHOUSE_JARS_DIR to a jars folder of the lakehouse's checkout."
+            "LAKEHOUSE_JARS_DIR to the jars folder of a lakehouse checkout."
         )
-    with open(jars_dir() / ".fetch.lock", "a") as lock:
+    with open(root / ".fetch.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not fetched(name):
+        if not fetched(name, root):
             print(
                 f"fetching {BUNDLES[name].what} from Maven Central into {folder}", file=sys.stderr
             )
-            fetch(name, folder)
+            fetch(name, root)
     return folder
 
 
-def fetch(name: str, folder: Path) -> None:
+def fetch(name: str, root: Path) -> None:
     for tool in ("mvn",) + (("javac", "jar") if name == "s3" else ()):
         if shutil.which(tool) is None:
             raise LakehouseError(
                 f"{tool} is needed to fetch {BUNDLES[name].what}: install Maven and a JDK 17."
             )
+    folder = bundle_dir(name, root)
     (folder / ".fetched").unlink(missing_ok=True)
     for jar in folder.glob("*.jar"):
         jar.unlink()
     maven(folder)
     if name == "s3":
-        build_log_store(folder)
+        build_log_store(root)
     (folder / ".fetched").touch()
 
 
@@ -131,21 +127,21 @@ def maven(folder: Path) -> None:
         )
 
 
-def build_log_store(s3: Path) -> None:
+def build_log_store(root: Path) -> None:
     """Our Delta log store for S3 (log-store/FencedS3LogStore.java: a writer that lost the
     data root's lock cannot commit), compiled against the Hadoop client API pyspark
     ships and Delta's delta-storage, into the s3 bundle."""
-    source = jars_dir() / "log-store"
+    source = root / "log-store"
     for stale in source.glob("*.jar"):
         stale.unlink()
     maven(source)
-    classpath = f"{source}/*:{bundle_dir('delta')}/*"
+    classpath = f"{source}/*:{bundle_dir('delta', root)}/*"
     with tempfile.TemporaryDirectory(prefix="lakehouse-log-store-") as classes:
         java = str(source / "FencedS3LogStore.java")
         subprocess.run(
             ["javac", "--release", "17", "-d", classes, "-cp", classpath, java], check=True
         )
-        archive = str(s3 / LOG_STORE_JAR)
+        archive = str(bundle_dir("s3", root) / LOG_STORE_JAR)
         subprocess.run(["jar", "--create", "--file", archive, "-C", classes, "."], check=True)
 
 

@@ -17,7 +17,7 @@ holder exits, even by SIGKILL, so a crash never leaves a stale lock.
 On an object-store root (`s3a://`) there is no `flock`: the lock is the object
 `<data root>/.lakehouse-writer.lock`, created with a conditional write (S3's
 `If-None-Match: *`, which only one writer can win) and holding a lease. The
-holder renews the lease every `LEASE_SECONDS / 3` (a conditional write on its
+holder renews the lease every third of `lease_seconds()` (a conditional write on its
 own version of the object) and deletes the object when done. A holder that
 died leaves its object behind: a waiting writer takes it over once the lease
 has expired, or at once when the holder ran on the same host and its process
@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from lakehouse.environment import environment
 from lakehouse.errors import LakehouseError
 from lakehouse.storage.objects import PreconditionFailedError, Root, S3Path
 
@@ -57,8 +58,13 @@ log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lakehouse-writer.lock"
 POLL_SECONDS = 0.5
-# Seconds a holder's lease runs unrenewed (`LAKEHOUSE_LOCK_LEASE_SECONDS`: tests shorten it).
-LEASE_SECONDS = float(os.environ.get("LAKEHOUSE_LOCK_LEASE_SECONDS", "60"))
+
+
+def lease_seconds() -> float:
+    """Seconds a holder's lease runs unrenewed (`LAKEHOUSE_LOCK_LEASE_SECONDS`: tests
+    shorten it)."""
+    return environment().lock_lease_seconds
+
 
 # The object lock this process holds: its URI and this holder's token.
 _held: dict[str, str] = {}
@@ -162,8 +168,8 @@ class _Lease(threading.Thread):
         self.lost: str | None = None
 
     def run(self) -> None:
-        while not self.stopped.wait(LEASE_SECONDS / 3):
-            body = {**self.holder, "lease_until": time.time() + LEASE_SECONDS}
+        while not self.stopped.wait(lease_seconds() / 3):
+            body = {**self.holder, "lease_until": time.time() + lease_seconds()}
             try:
                 self.etag = self.path.put(json.dumps(body).encode(), if_match=self.etag)
             except PreconditionFailedError:
@@ -190,7 +196,7 @@ def _object_lock(
     deadline = time.monotonic() + timeout_seconds
     announced = False
     while True:
-        body = json.dumps({**holder, "lease_until": time.time() + LEASE_SECONDS}).encode()
+        body = json.dumps({**holder, "lease_until": time.time() + lease_seconds()}).encode()
         try:
             etag = path.put(body, if_none_match=True)
             break

@@ -18,8 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import types as T
-
+from lakehouse.catalog.schemas import meta_schema
 from lakehouse.runtime.settings import Settings
 from lakehouse.runtime.spark import TRACK_ROCKSDB_ROWS
 from lakehouse.storage.delta import append_rows
@@ -28,23 +27,7 @@ from lakehouse.storage.objects import Root
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-PROGRESS_SCHEMA = T.StructType(
-    [
-        T.StructField("run_id", T.StringType()),
-        T.StructField("query", T.StringType()),
-        T.StructField("query_id", T.StringType()),
-        T.StructField("batch_id", T.LongType()),
-        T.StructField("started_at", T.TimestampType()),
-        T.StructField("num_input_rows", T.LongType()),
-        T.StructField("processed_rows_per_second", T.DoubleType()),
-        T.StructField("duration_ms", T.LongType()),
-        T.StructField("watermark", T.TimestampType()),
-        T.StructField("state_rows", T.LongType()),
-        T.StructField("state_memory_bytes", T.LongType()),
-        T.StructField("rows_dropped_by_watermark", T.LongType()),
-        T.StructField("progress_json", T.StringType()),
-    ]
-)
+PROGRESS_SCHEMA = meta_schema("query_progress")
 
 
 def event_log_path(settings: Settings) -> Root:

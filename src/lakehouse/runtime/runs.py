@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Mapping
 from urllib.parse import quote
 
+from lakehouse.environment import environment
+
 RUN_ID_VARIABLE = "LAKEHOUSE_RUN_ID"
 # What Airflow's task runner puts in the environment of a task (and so of its spark-submit).
 AIRFLOW_CONTEXT = {
@@ -29,9 +31,9 @@ def generate_run_id(kind: str) -> str:
     return dt.datetime.now(dt.UTC).strftime(f"{kind}-%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
 
 
-def new_run_id(kind: str = "run", environ: Mapping[str, str] = os.environ) -> str:
-    """The id the Airflow task chose for this run, else a new one."""
-    return environ.get(RUN_ID_VARIABLE) or generate_run_id(kind)
+def new_run_id(kind: str = "run") -> str:
+    """The id the Airflow task chose for this run (`LAKEHOUSE_RUN_ID`), else a new one."""
+    return environment().run_id or generate_run_id(kind)
 
 
 def airflow_context(environ: Mapping[str, str] = os.environ) -> dict[str, str] | None:

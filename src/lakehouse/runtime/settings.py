@@ -1,7 +1,8 @@
 """Typed run settings, built once per process from CLI flags and the environment.
 
 Precedence for every setting: explicit flag, then environment variable, then
-default. Nothing reads the environment anywhere else.
+default. The variables, their defaults and checks are declared once, in
+`lakehouse.environment`.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lakehouse.environment import Environment, environment
+from lakehouse.runtime.jars import CHECKOUT_JARS
 from lakehouse.storage.objects import Root, S3Connection, S3Path, is_object_store_uri
 
-DEFAULT_DATA_ROOT = "./data"
-DEFAULT_SPARK_MASTER = "local[*]"
 # Layer, table and checkpoint names: one plain path segment each, so no name can
 # reach outside the data root (no "..", no "/", no absolute path).
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -31,74 +32,6 @@ def _names(*parts: str) -> tuple[str, ...]:
     return parts
 
 
-def _env_int(name: str, default: int, minimum: int = 1) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer, got {raw!r}") from None
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}")
-    return value
-
-
-def _env_share(name: str, default: float) -> float:
-    raw = (os.environ.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number between 0 and 1, got {raw!r}") from None
-    if not 0 <= value <= 1:
-        raise ValueError(f"{name} must be between 0 and 1, got {value}")
-    return value
-
-
-def _env_bool(name: str, default: bool) -> bool:
-    raw = (os.environ.get(name) or "").strip().lower()
-    if not raw:
-        return default
-    if raw not in ("true", "false"):
-        raise ValueError(f"{name} must be true or false, got {raw!r}")
-    return raw == "true"
-
-
-# Kafka's legal topic names: letters, digits, '.', '_' and '-'.
-TOPIC_PREFIX = re.compile(r"[A-Za-z0-9._-]*")
-
-
-def _topic_prefix(prefix: str) -> str:
-    if not TOPIC_PREFIX.fullmatch(prefix):
-        raise ValueError(
-            f"LAKEHOUSE_KAFKA_TOPIC_PREFIX may hold letters, digits, '.', '_' and '-' only, "
-            f"got {prefix!r}"
-        )
-    return prefix
-
-
-STATE_STORES = ("rocksdb", "hdfs")
-
-
-def _driver_memory(size: str) -> str:
-    """A JVM heap size as Spark takes it: a number and a unit, e.g. 2g or 1536m."""
-    if not re.fullmatch(r"[1-9][0-9]*[kmgt]", size.strip().lower()):
-        raise ValueError(
-            f"LAKEHOUSE_DRIVER_MEMORY must be a size such as 2g or 1536m, got {size!r}"
-        )
-    return size.strip().lower()
-
-
-def _state_store(name: str) -> str:
-    if name not in STATE_STORES:
-        raise ValueError(
-            f"LAKEHOUSE_STATE_STORE must be one of {', '.join(STATE_STORES)}, got {name!r}"
-        )
-    return name
-
-
 def _data_root(root: str | Path, connection: S3Connection) -> Root:
     if isinstance(root, str) and is_object_store_uri(root):
         if not root.startswith(("s3a://", "s3://")):
@@ -107,6 +40,12 @@ def _data_root(root: str | Path, connection: S3Connection) -> Root:
             )
         return S3Path.from_uri(root, connection)
     return Path(root).expanduser().resolve()
+
+
+def jars_folder(env: Environment | None = None) -> Path:
+    """The JVM libraries' folder: LAKEHOUSE_JARS_DIR, else the checkout's jars/."""
+    chosen = (env or environment()).jars_dir
+    return Path(chosen).expanduser().resolve() if chosen else CHECKOUT_JARS
 
 
 def s3_connection() -> S3Connection:
@@ -168,44 +107,42 @@ class Settings:
     # Run reports and Data Docs: LAKEHOUSE_REPORTS_DIR, else `<data root>/reports`
     # for a local root, else ./reports (reports stay on local disk, beside Airflow).
     reports_dir: Path | None = None
+    # The JVM libraries' folder (`runtime.jars`): LAKEHOUSE_JARS_DIR, else the checkout's.
+    jars_dir: Path = CHECKOUT_JARS
 
     @classmethod
     def load(
         cls,
         data_root: str | Path | None = None,
         spark_master: str | None = None,
-        default_data_root: str | Path = DEFAULT_DATA_ROOT,
+        default_data_root: str | Path | None = None,
         kafka_bootstrap_servers: str | None = None,
     ) -> Settings:
-        root = data_root or os.environ.get("LAKEHOUSE_DATA_ROOT") or default_data_root
-        reports = os.environ.get("LAKEHOUSE_REPORTS_DIR")
+        """Flags first, then the environment (`lakehouse.environment`), then defaults;
+        `default_data_root` replaces the environment's default data root."""
+        env = environment()
+        explicit = "data_root" in env.model_fields_set
+        root = data_root or (env.data_root if explicit or default_data_root is None else None)
         return cls(
-            data_root=_data_root(root, s3_connection()),
-            reports_dir=Path(reports).expanduser().resolve() if reports else None,
-            spark_master=(
-                spark_master or os.environ.get("LAKEHOUSE_SPARK_MASTER") or DEFAULT_SPARK_MASTER
-            ),
-            shuffle_partitions=_env_int("LAKEHOUSE_SHUFFLE_PARTITIONS", os.cpu_count() or 2),
-            max_files_per_trigger=_env_int("LAKEHOUSE_MAX_FILES_PER_TRIGGER", 1000),
-            max_line_bytes=_env_int("LAKEHOUSE_MAX_LINE_BYTES", 1024 * 1024),
-            lock_timeout_seconds=_env_int("LAKEHOUSE_LOCK_TIMEOUT", 900, minimum=0),
-            future_tolerance=dt.timedelta(hours=_env_int("LAKEHOUSE_FUTURE_TOLERANCE_HOURS", 24)),
-            state_store=_state_store(os.environ.get("LAKEHOUSE_STATE_STORE") or "rocksdb"),
-            driver_memory=_driver_memory(os.environ.get("LAKEHOUSE_DRIVER_MEMORY") or "2g"),
-            spark_auth_secret=os.environ.get("LAKEHOUSE_SPARK_AUTH_SECRET") or None,
-            kafka_bootstrap_servers=(
-                kafka_bootstrap_servers
-                or os.environ.get("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS")
-                or None
-            ),
-            kafka_topic_prefix=_topic_prefix(os.environ.get("LAKEHOUSE_KAFKA_TOPIC_PREFIX", "")),
-            kafka_max_offsets_per_trigger=_env_int(
-                "LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER", 1_000_000
-            ),
-            kafka_fail_on_data_loss=_env_bool("LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS", True),
-            late_share_warning=_env_share("LAKEHOUSE_LATE_SHARE_WARNING", 0.05),
-            query_threads=_env_int("LAKEHOUSE_QUERY_THREADS", 3, minimum=1),
-            check_arrow_max_rows=_env_int("LAKEHOUSE_CHECK_ARROW_MAX_ROWS", 100_000, minimum=0),
+            data_root=_data_root(root or str(default_data_root), s3_connection()),
+            reports_dir=Path(env.reports_dir).expanduser().resolve() if env.reports_dir else None,
+            spark_master=spark_master or env.spark_master,
+            shuffle_partitions=env.shuffle_partitions or os.cpu_count() or 2,
+            max_files_per_trigger=env.max_files_per_trigger,
+            max_line_bytes=env.max_line_bytes,
+            lock_timeout_seconds=env.lock_timeout,
+            future_tolerance=dt.timedelta(hours=env.future_tolerance_hours),
+            state_store=env.state_store,
+            driver_memory=env.driver_memory,
+            spark_auth_secret=env.spark_auth_secret,
+            kafka_bootstrap_servers=kafka_bootstrap_servers or env.kafka_bootstrap_servers,
+            kafka_topic_prefix=env.kafka_topic_prefix,
+            kafka_max_offsets_per_trigger=env.kafka_max_offsets_per_trigger,
+            kafka_fail_on_data_loss=env.kafka_fail_on_data_loss,
+            late_share_warning=env.late_share_warning,
+            query_threads=env.query_threads,
+            check_arrow_max_rows=env.check_arrow_max_rows,
+            jars_dir=jars_folder(env),
         )
 
     def kafka_topic(self, source: str) -> str:

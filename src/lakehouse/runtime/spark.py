@@ -36,16 +36,16 @@ LOCAL_CHECKPOINT_FILES = (
 )
 
 
-def spark_jars(object_store: bool = False) -> list[Path]:
+def spark_jars(root: Path, object_store: bool = False) -> list[Path]:
     """The jars Spark needs beyond its own: Delta Lake's and Spark's Kafka connectors.
 
     With `object_store`, also Hadoop's S3A connector, the AWS SDK and our Delta log
     store (jars/s3/): only a data root on S3 needs them, and the SDK bundle alone is
     686 MB, so they are fetched the first time such a root is used (`runtime.jars`).
     """
-    found = sorted(jars.ensure("delta").glob("*.jar"))
+    found = sorted(jars.ensure("delta", root).glob("*.jar"))
     if object_store:
-        found += sorted(jars.ensure("s3").glob("*.jar"))
+        found += sorted(jars.ensure("s3", root).glob("*.jar"))
     return found
 
 
@@ -140,7 +140,9 @@ def session_conf(
         # The tests' session serves a whole test run: a long-lived JVM.
         **driver_conf(settings, short_lived=not for_tests),
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
-        "spark.jars": ",".join(str(jar) for jar in spark_jars(settings.object_store is not None)),
+        "spark.jars": ",".join(
+            str(jar) for jar in spark_jars(settings.jars_dir, settings.object_store is not None)
+        ),
         **delta_conf(),
         # INT96 (Spark's default) is deprecated and misread by some Delta readers;
         # TIMESTAMP_MICROS writes isAdjustedToUTC=true, which is Delta's `timestamp`.

@@ -34,20 +34,21 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from lakehouse.catalog import EVENT_DATE, EVENT_TIME, micros
+from lakehouse.catalog import EVENT_DATE, EVENT_TIME, LONG, STRING, micros
+from lakehouse.catalog.schemas import struct
 from lakehouse.transforms.silver import delay
 from lakehouse.transforms.state.sessions import Action, Session, advance_sessions, close_sessions
 from lakehouse.transforms.state.user_status import Status, advance_status, inactive_at
 
-SESSION_ROWS = T.StructType(
-    [
-        T.StructField("session_id", T.StringType()),
-        T.StructField("user_id", T.StringType()),
-        T.StructField("session_start_us", T.LongType()),
-        T.StructField("session_end_us", T.LongType()),
-        T.StructField("action_count", T.LongType()),
-        T.StructField("end_reason", T.StringType()),
-    ]
+SESSION_ROWS = struct(
+    (
+        ("session_id", STRING),
+        ("user_id", STRING),
+        ("session_start_us", LONG),
+        ("session_end_us", LONG),
+        ("action_count", LONG),
+        ("end_reason", STRING),
+    )
 )
 # Part of the queries' state: changing it needs new checkpoints.
 USER_BUCKETS = 256

@@ -1,0 +1,83 @@
+"""The checks the catalog implies, generated: no suite restates a column, a key or an enum.
+
+For every bronze, quarantine, silver and gold table: each required column is never
+null (bronze: the source's event fields and the bookkeeping columns; quarantine: the
+columns every row has; silver and gold: every column the table does not declare
+`nullable`), each column with allowed values holds only those (the source's or the
+table's `enums`), and a silver or gold table's `keys` identify one row, within the
+`event_date` partitions the new rows went to (the whole table for a table without a
+date column). The JSON suites keep only what is business SQL or a judgement
+(`gate.load_suite` puts these first). Adding an action to `catalog.ACTIONS` reaches
+every check of an `action` column this way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lakehouse.catalog import (
+    BRONZE_BOOKKEEPING,
+    QUARANTINE_COLUMNS,
+    QUARANTINE_NULLABLE,
+    SOURCES,
+    TABLES_BY_ID,
+    Table,
+)
+
+
+def expectation(kind: str, scope: str, why: str | None = None, **kwargs: Any) -> dict[str, Any]:
+    """One blocking expectation in the suites' JSON shape."""
+    meta = {"scope": scope} | ({"why": why} if why else {})
+    return {"type": kind, "kwargs": kwargs, "meta": meta, "severity": "critical"}
+
+
+def implied_expectations(table_id: str) -> list[dict[str, Any]]:
+    """The generated expectations of a table (`silver/clicks`); none for a check table of
+    its own (`bronze/reconciliation`, `silver/late_drops`)."""
+    layer, name = table_id.split("/")
+    if layer == "bronze" and name in SOURCES:
+        source = SOURCES[name]
+        bookkeeping = [column for column, _ in BRONZE_BOOKKEEPING]
+        return _columns((*source.fields, *bookkeeping), source.enums)
+    if layer == "quarantine" and name in SOURCES:
+        required = [c for c, _ in QUARANTINE_COLUMNS if c not in QUARANTINE_NULLABLE]
+        return _columns(required, {})
+    entry = TABLES_BY_ID.get(table_id)
+    if entry is None:
+        return []
+    required = [column for column in entry.column_names if column not in entry.nullable]
+    return [*_columns(required, entry.enums), _unique(entry)]
+
+
+def _columns(required: Any, enums: Any) -> list[dict[str, Any]]:
+    return [
+        *(
+            expectation("expect_column_values_to_not_be_null", "new_rows", column=column)
+            for column in required
+        ),
+        *(
+            expectation(
+                "expect_column_values_to_be_in_set",
+                "new_rows",
+                column=column,
+                value_set=list(values),
+            )
+            for column, values in enums.items()
+        ),
+    ]
+
+
+def _unique(entry: Table) -> dict[str, Any]:
+    keys = ", ".join(entry.keys)
+    if entry.first_write_wins:
+        why = f"one row per {keys}: deduplication, first arrival wins"
+    elif entry.upsert:
+        why = f"upserted on {keys}: one row per {keys}"
+    else:
+        why = f"one row per {keys}"
+    scope = "table" if entry.date_column is None else "partitions"
+    if len(entry.keys) == 1:
+        return expectation("expect_column_values_to_be_unique", scope, why, column=entry.keys[0])
+    return expectation(
+        "expect_compound_columns_to_be_unique", scope, why, column_list=list(entry.keys)
+    )
