@@ -59,7 +59,7 @@ def test_the_state_store_is_chosen_by_the_environment(monkeypatch, store, provid
 
 def test_an_unknown_state_store_is_refused(monkeypatch):
     monkeypatch.setenv("LAKEHOUSE_STATE_STORE", "memory")
-    with pytest.raises(ValueError, match="LAKEHOUSE_STATE_STORE: input should be 'rocksdb' or 'hdfs'"):
+    with pytest.raises(ValueError, match="LAKEHOUSE_STATE_STORE: input should be 'rocksdb'"):
         Settings.load(data_root=Path("/tmp/x"))
 
 
