@@ -16,7 +16,7 @@ SPARK_MASTER ?= local[*]
 	kafka-up kafka-down kafka-status s3-up s3-down s3-status
 
 # The set-up makes two targets at a time: Maven fetches while uv installs, and in
-# `make test` mypy (about 50 s on one core) runs while the class archive records.
+# `make test` mypy runs while the class archive records.
 TWO_AT_A_TIME := $(MAKE) --no-print-directory --jobs=2 --output-sync=target
 
 # What a local run needs: the environment and Delta Lake's jars. The rest is fetched
@@ -47,8 +47,8 @@ jars-all: jars/.fetched
 $(VENV)/lakehouse-classes.jsa: $(VENV)/.installed jars/.fetched
 	$(BIN)/python -m lakehouse.runtime.class_archive
 
-# uv, pinned with its hashes in the dev lock, installs the locks: about 40 s on an
-# empty cache, where pip took 3.5 minutes. It compiles every module to bytecode as it
+# uv, pinned with its hashes in the dev lock, installs the locks (much faster than pip,
+# docs/benchmarks.md). It compiles every module to bytecode as it
 # installs (pip's default, not uv's): where Python may not write .pyc files itself
 # (PYTHONDONTWRITEBYTECODE, as on these machines), every process would otherwise compile
 # what it imports, Great Expectations, pandas and Airflow among it (docs/benchmarks.md).
@@ -74,13 +74,13 @@ run:
 	$(BIN)/python -m lakehouse.runtime.class_archive -- run
 
 # Benchmarks (docs/benchmarks.md): figures as a table and JSON under data-bench/reports/.
-# BENCH_ARGS=--quick for small sizes (about 10 minutes); see python -m benchmarks --help.
+# BENCH_ARGS=--quick for small sizes; see python -m benchmarks --help.
 BENCH_ARGS ?=
 bench: setup
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
 # What a small run costs (docs/benchmarks.md, "Fixed costs"): `make run`'s sample, an
-# empty run and one new file, 3 times each, against a bare Spark start (about 15 minutes).
+# empty run and one new file, 3 times each, against a bare Spark start.
 bench-overhead: setup
 	$(BIN)/python -m benchmarks.overhead $(BENCH_ARGS)
 
@@ -125,9 +125,9 @@ spark-cluster-up: setup-run
 spark-cluster-down: setup-run
 	$(BIN)/python -m dev.local_spark_cluster stop
 
-# CI runs `make test` (about 30 minutes on 2 cores, set-up included); `make test-full`
-# adds the long variants marked `full` (crash storms, damaged checkpoints, concurrent
-# writers, live Airflow on a Spark cluster, thousands of files): about 75 minutes.
+# CI runs `make test`; `make test-full` adds the long variants marked `full` (crash
+# storms, damaged checkpoints, concurrent writers, live Airflow on a Spark cluster,
+# thousands of files). How long each takes: docs/testing.md.
 # `make test` runs the tests on two workers, a whole module at a time each (pyproject.toml):
 # one worker's processes starting, Airflow polling or a broker waiting leave a core
 # idle that the other fills. The long variants' storms and races were tuned on one

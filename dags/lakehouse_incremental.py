@@ -8,8 +8,6 @@ Trigger.AvailableNow, each table checked right after the query that writes it
 --new-rows`). A failed blocking check fails the task (exit code 3, not
 retried) and nothing downstream runs; the layer's Assets are updated only
 when its task passed, so data-aware DAGs only ever see validated tables.
-(Until 0.5 a separate validate task per layer repeated the checks: a second
-spark-submit per layer, about 15 s each, for the same answer.)
 
 Kafka: when the Airflow Variable `lakehouse_kafka_bootstrap_servers` is set
 (Admin > Variables; host:port[,...]), or `LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS` in

@@ -111,3 +111,37 @@ def test_great_expectations_is_imported_only_when_validating():
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "False"
+
+
+def test_the_wheel_holds_the_package_alone_and_imports_in_an_empty_venv(tmp_path):
+    """`lakehouse` from a built wheel, installed into a new virtual environment: the
+    package and its data (suites, templates, log4j settings), no dev tools."""
+    import subprocess
+    import sys
+    import zipfile
+
+    uv = Path(sys.executable).with_name("uv")
+    subprocess.run(
+        [str(uv), "build", "--wheel", "--quiet", "-o", str(tmp_path / "dist"), str(REPO)],
+        check=True,
+    )
+    (wheel,) = (tmp_path / "dist").glob("lakehouse-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    version = wheel.name.split("-")[1]
+    assert {name.split("/")[0] for name in names} == {"lakehouse", f"lakehouse-{version}.dist-info"}
+    assert "lakehouse/quality/suites/silver/clicks.json" in names
+    assert "lakehouse/reports/templates/run.html.j2" in names
+    assert "lakehouse/runtime/log4j2.properties" in names
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    install = [str(uv), "pip", "install", "--quiet", "--no-deps", "--python", python, str(wheel)]
+    subprocess.run(install, check=True)
+    done = subprocess.run(
+        [python, "-c", "import lakehouse; print(lakehouse.__version__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == version

@@ -68,8 +68,7 @@ def streams_behind_on(settings: Settings) -> dict[Root, list[str]]:
 
 
 # Tables are independent: two at a time, one table's Spark jobs run while the other's
-# driver plans and commits (a cold `maintain` of a 4,000-event run's 19 tables: 121 s one
-# at a time, 93 s two at a time; in the tests' session three were no faster than two).
+# driver plans and commits; three were no faster than two (docs/benchmarks.md).
 # Results keep the tables' order.
 TABLES_AT_ONCE = 2
 

@@ -9,7 +9,7 @@ reviewed and versioned with the code. Each expectation states two things:
   rows went to) or `table` (on the whole table). See src/lakehouse/quality/validate.py.
 
 The GX context is ephemeral and built on first use, never at import: importing
-GX alone takes about 3 s, and the data root (where Data Docs go) is only known
+GX alone takes seconds, and the data root (where Data Docs go) is only known
 at run time. Data Docs are written to `reports/data_docs/`, made inert
 (`_inert`, `_without_scripts`): GX 1.24 writes a failed expectation's sample
 values into its pages as markup, and its pages load scripts from public CDNs.
@@ -59,7 +59,7 @@ def _import_gx() -> None:
 
 
 def preload() -> None:
-    """Start importing Great Expectations on a thread (about 4 s of CPU).
+    """Start importing Great Expectations on a thread (seconds of CPU).
 
     Call it before starting Spark: the driver then imports GX while it waits
     for the JVM, instead of after. A later `import great_expectations` waits
@@ -374,7 +374,7 @@ class QualityGate:
         """The batch definition every validation on `engine` shares: a whole DataFrame,
         given at run time. One per engine, not one per validation: GX saves its
         context's whole configuration again for each asset and batch definition it
-        adds (2 to 3 s of a run's checks)."""
+        adds."""
         if engine not in self._batches:
             asset = self._data_source(engine).add_dataframe_asset("rows")
             self._batches[engine] = asset.add_batch_definition_whole_dataframe("whole")
@@ -404,8 +404,7 @@ class QualityGate:
             from great_expectations.checkpoint import Checkpoint
 
             # `add`, not `add_or_update`: the name is new to this context, and
-            # add_or_update saves the validation definition and its suite again
-            # (about 30 ms a checkpoint, a second of a run's checks).
+            # add_or_update saves the validation definition and its suite again.
             self._checkpoints[name] = self._gx().checkpoints.add(
                 Checkpoint(
                     name=name,

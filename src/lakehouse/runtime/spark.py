@@ -80,9 +80,8 @@ def driver_java_options(short_lived: bool = True) -> str:
     the parallel garbage collector.
 
     In local mode every task runs in the driver JVM, and a run is a batch job:
-    throughput counts, not pause times. G1 (Java's default) spent about 20 s in
-    pauses of the 10M first run, plus its concurrent marking on the same two
-    cores; the parallel collector 12.6 s, and the run took 304 s instead of 329.
+    throughput counts, not pause times: G1 (Java's default) paused longer and
+    marked concurrently on the same cores (docs/benchmarks.md).
 
     A `short_lived` driver (a `lakehouse` command, an Airflow task) compiles with
     the JIT's quick tier only (C1, `TieredStopAtLevel=1`): a run is short and
@@ -160,8 +159,7 @@ def session_conf(
         # every changelog since the query began, slower with each run.
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "false",
         # RocksDB counts its rows only by reading each key before every put and
-        # remove: off, the stateful queries run about a third faster (the 10M
-        # first run's click attribution 70.7 s against 95-103 s). Progress then
+        # remove: off, the stateful queries run faster (docs/benchmarks.md). Progress then
         # reports 0 rows: the run shows the state's size instead, and
         # `lakehouse state` counts the rows with Spark's state data source.
         TRACK_ROCKSDB_ROWS: "false",
@@ -194,10 +192,8 @@ def session_conf(
         # not its FileContext (Spark's default). FileContext's rename on the local file
         # system asks for each path's link status, which Hadoop's local file system
         # answers by starting a `readlink` process, native library or not: two
-        # processes for each file renamed (about 4 ms each on two busy cores): a run of
-        # 4,000 events wrote some 500 checkpoint files (offsets, commits, state) and
-        # started 1,024 processes for them; a warm run of 400 events took 7-15% less
-        # time without them. A local rename is atomic either way.
+        # processes for each checkpoint file renamed (docs/benchmarks.md). A local
+        # rename is atomic either way.
         conf["spark.sql.streaming.checkpointFileManagerClass"] = LOCAL_CHECKPOINT_FILES
     if settings.spark_auth_secret:
         # A standalone cluster that requires authentication takes the secret from
@@ -217,10 +213,9 @@ def session_conf(
                 # The tests' increments are a few hundred rows: Spark evaluates their plans
                 # interpreted, as its own test suites can (an internal setting made for
                 # them), instead of generating and compiling code for every plan and
-                # task. Warm runs of 400 events 55 / 47 s -> 46 / 41 s, the JVM's CPU
-                # -20%. The commands the tests start as processes (the crash suite, the
-                # Airflow tasks, Kafka, S3) generate code as every run does: on a
-                # million events interpreted bronze took three times as long.
+                # task (docs/benchmarks.md). The commands the tests start as processes (the
+                # crash suite, the Airflow tasks, Kafka, S3) generate code as every run
+                # does: on large inputs interpreted plans are much slower.
                 "spark.sql.codegen.factoryMode": "NO_CODEGEN",
             }
         )

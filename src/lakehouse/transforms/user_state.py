@@ -10,8 +10,8 @@ drop late rows before the state function sees them.
 
 State is kept per bucket of users (`USER_BUCKETS`, by a hash of user_id),
 not per user: pyspark's per-group overhead (an Arrow slice to pandas, a
-GroupState built from JSON, a pandas frame for the state it sends back) cost
-about 1.5 ms a call, 15 s per stateful query at 1M events (10k users). A
+GroupState built from JSON, a pandas frame for the state it sends back) costs
+the same for a user as for a bucket of them (docs/benchmarks.md). A
 bucket's state maps each of its users to what the per-user rules keep, with
 the time the watermark must pass for that user; the bucket's timeout is the
 earliest of them. Called with the batch watermark, the bucket advances the

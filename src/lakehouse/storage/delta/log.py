@@ -7,7 +7,7 @@ version, which micro-batch of a stream does it hold, which streams wrote it,
 what was committed after a given version. Likewise `query`, for the
 bookkeeping a run reads from `_meta` (each table's last passing validation,
 asked before anything else, and the ingest ledger's sums): a cold Spark
-session took 6 s to answer the first, delta-rs a quarter of a second; and
+session answers the first many times slower than delta-rs; and
 `append_local`, for the bookkeeping a run appends on a local data root (the
 ingest ledger, the event log, the data-quality results); and `read_arrow`,
 the rows of a few data files for the data-quality checks of a small
@@ -246,8 +246,8 @@ def appended_only(path: Root) -> bool:
 
     Then a new stream that reads the commits from version 0 reads exactly the
     rows of the latest snapshot, without Delta building that snapshot's file
-    list first (a Spark job: about 2 s per new stream in a warm session, 8 s
-    in a cold one, against 0.5 s and 1 s). Read from the log's JSON files; a
+    list first (a Spark job per new stream; docs/benchmarks.md has the figures).
+    Read from the log's JSON files; a
     longer log than `FROM_FIRST_COMMIT_MAX_VERSIONS` says False.
     """
     if not is_delta_table(path):
