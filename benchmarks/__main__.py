@@ -34,7 +34,6 @@ import argparse
 import datetime as dt
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -55,6 +54,7 @@ from benchmarks.harness import (
 )
 from benchmarks.references import duckdb_tables
 from benchmarks.report import label, markdown
+from lakehouse.environment import environment
 from lakehouse.samples.generate import GeneratorConfig, generate
 from lakehouse.storage.objects import Root
 
@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             "repetitions": args.repetitions,
             "state_increments": args.state_increments,
             "state_events": args.state_events,
-            "spark_master": os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]"),
+            "spark_master": environment().spark_master,
             "command": " ".join([*LAKEHOUSE, "..."]),
         },
     }

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from dev import processes
 from dev.local_spark_cluster import LocalSparkCluster
+from lakehouse.environment import environment
 from lakehouse.orchestration import REPO, WRITERS_POOL
-from lakehouse.storage.objects import is_object_store_uri
+from lakehouse.runtime.settings import Settings
 
 ADMIN = "admin"
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -194,8 +195,7 @@ def _parser() -> argparse.ArgumentParser:
 def data_root(given: str | None) -> str:
     """The data root the tasks work on, as `make run` finds it: the flag, else
     $LAKEHOUSE_DATA_ROOT, else the repository's data/ (a folder made absolute)."""
-    root = given or os.environ.get("LAKEHOUSE_DATA_ROOT") or str(REPO / "data")
-    return root if is_object_store_uri(root) else str(Path(root).expanduser().resolve())
+    return str(Settings.load(data_root=given, default_data_root=REPO / "data").data_root)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,12 +203,15 @@ def main(argv: list[str] | None = None) -> int:
     secret_file = args.spark_secret_file
     if secret_file is None and args.spark_master.startswith("spark://"):
         secret_file = LocalSparkCluster(REPO / ".spark-cluster").secret_file
+    env = environment()
+    scheduled = "incremental_schedule" in env.model_fields_set
     local = LocalAirflow(
         args.home.resolve(),
         args.port,
         args.spark_master,
         data_root(args.data_root),
-        schedule=os.environ.get("LAKEHOUSE_INCREMENTAL_SCHEDULE") or "none",
+        # No schedule here unless LAKEHOUSE_INCREMENTAL_SCHEDULE gives one.
+        schedule=env.incremental_schedule if scheduled else "none",
         spark_secret_file=secret_file if secret_file and secret_file.exists() else None,
     )
     if args.action == "stop":
