@@ -3,6 +3,7 @@ layer and every check (the checks of its columns are generated from the catalog)
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -36,10 +37,8 @@ def test_an_action_added_to_the_catalog_passes_every_layers_checks(tmp_path):
         "PYTHONPATH": str(package.parent),
         "LAKEHOUSE_JARS_DIR": str(REPO / "jars"),
     }
-    for command in (
-        ["generate", "--events", "1500", "--seed", "17", "--days", "2"],
-        ["run"],
-    ):
+
+    def lakehouse(*command: str) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             [sys.executable, "-m", "lakehouse", "--data-root", str(root), *command],
             env=env,
@@ -48,6 +47,26 @@ def test_an_action_added_to_the_catalog_passes_every_layers_checks(tmp_path):
             timeout=600,
         )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return done
+
+    lakehouse("generate", "--events", "1500", "--seed", "17", "--days", "2")
+    # The sample's sessions use the actions it models; users who only ever share arrive
+    # in a landing file of their own, on the first day.
+    shares = [
+        json.dumps(
+            {
+                "event_id": f"evt-share-{n}",
+                "user_id": f"user-share-{n}",
+                "action": NEW_ACTION,
+                "event_time": f"2026-11-01T{10 + n}:00:00Z",
+            }
+        )
+        for n in range(5)
+    ]
+    (root / "landing" / "user_actions" / "user_actions-shares.jsonl").write_text(
+        "\n".join(shares) + "\n"
+    )
+    done = lakehouse("run")
     # Every layer's checks ran and none failed.
     assert re.findall(r"(\d+) blocking failed", done.stdout) == ["0", "0", "0"], done.stdout
 
