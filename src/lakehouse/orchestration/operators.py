@@ -1,19 +1,20 @@
 """The Airflow operator the DAGs submit `lakehouse` commands with.
 
 A `SparkSubmitOperator` that knows the CLI's exit codes: a failed blocking
-data-quality check (exit 3) or a refusal (exit 4) fails the task at once, in
-one line and without the retries meant for transient failures, because bad
-data or a refused request does not heal by running again. A backfill task
-first waits out any run of the incremental DAG (rescheduled, not failed). It
-passes Delta Lake's jars (`make setup` fetched them) to spark-submit with
-`--jars`, found when the task runs, not when the scheduler parses the DAG.
-Kept apart from `src/lakehouse/orchestration/tasks.py`, which the scheduler imports on
-every parse and must stay cheap; this module is imported when a task is built.
+data-quality check (exit 3), a refusal (exit 4) or a parity check that found
+differences (exit 5) fails the task at once, in one line and without the
+retries meant for transient failures, because bad data, a refused request or a
+difference does not heal by running again. A backfill task first waits out any
+run of the incremental DAG (rescheduled, not failed). It passes Delta Lake's
+jars (fetched the first time they are needed) to spark-submit with `--jars`,
+found when the task runs, not when the scheduler parses the DAG. Kept apart
+from `tasks`, which the scheduler imports on every parse and must stay cheap;
+this module is imported when a task is built.
 
 A task running a command that writes a run report picks the run's id itself
 (`LAKEHOUSE_RUN_ID`), so its extra links, "Run report" and "Data quality",
 lead to the pages that job writes, served by the lakehouse plugin
-(src/lakehouse/orchestration/plugin.py) behind Airflow's login.
+(`plugin`) behind Airflow's login.
 """
 
 from __future__ import annotations
