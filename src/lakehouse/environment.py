@@ -20,7 +20,6 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PREFIX = "LAKEHOUSE_"
-STATE_STORES = ("rocksdb", "hdfs")
 
 
 class Environment(BaseSettings):
