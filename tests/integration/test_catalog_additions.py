@@ -49,7 +49,7 @@ def test_an_action_added_to_the_catalog_passes_every_layers_checks(tmp_path):
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         return done
 
-    lakehouse("generate", "--events", "1500", "--seed", "17", "--days", "2")
+    lakehouse("generate", "--events", "600", "--seed", "17", "--days", "2")
     # The sample's sessions use the actions it models; users who only ever share arrive
     # in a landing file of their own, on the first day.
     shares = [
