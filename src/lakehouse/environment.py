@@ -13,6 +13,8 @@ names the variable (`environment()`).
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
 from typing import Literal
 
@@ -158,7 +160,17 @@ class Environment(BaseSettings):
 
 
 def environment() -> Environment:
-    """The variables as they are now; a wrong one is a ValueError naming it, in one line."""
+    """The variables as they are now; a wrong one is a ValueError naming it, in one line.
+
+    Read anew whenever a `LAKEHOUSE_*` variable changed, else the object read before:
+    building one costs milliseconds, and crash points ask at every Delta write."""
+    ours = ((name, value) for name, value in os.environ.items() if name.upper().startswith(PREFIX))
+    return _read(tuple(sorted(ours)))
+
+
+@functools.lru_cache(maxsize=8)
+def _read(variables: tuple[tuple[str, str], ...]) -> Environment:
+    """`Environment()` for the `LAKEHOUSE_*` variables `variables` (the cache's key)."""
     try:
         return Environment()
     except ValidationError as error:
