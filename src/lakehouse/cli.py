@@ -98,17 +98,18 @@ def _generator_arguments(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _global_arguments(parser: argparse.ArgumentParser, default: object) -> None:
-    """The options every command takes, before or after the command's name."""
+def _global_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every command takes, before or after the command's name (left out of
+    the arguments when not given, so that a value given before the command stands)."""
     parser.add_argument(
         "--data-root",
-        default=default,
+        default=argparse.SUPPRESS,
         help="root folder (or s3a://bucket/prefix) of landing/, lakehouse/, checkpoints/ "
         "(default $LAKEHOUSE_DATA_ROOT, else ./data)",
     )
     parser.add_argument(
         "--spark-master",
-        default=default,
+        default=argparse.SUPPRESS,
         help="Spark master URL (default $LAKEHOUSE_SPARK_MASTER, else local[*])",
     )
 
@@ -125,10 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--debug", action="store_true", help="on a failure, print the whole Python traceback"
     )
-    _global_arguments(parser, argparse.SUPPRESS)
+    _global_arguments(parser)
     # Also accepted after the command (`lakehouse run --data-root D`), as the contract has it.
     common = argparse.ArgumentParser(add_help=False)
-    _global_arguments(common, argparse.SUPPRESS)
+    _global_arguments(common)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     gen = commands.add_parser(

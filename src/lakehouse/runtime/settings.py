@@ -121,10 +121,13 @@ class Settings:
         """Flags first, then the environment (`lakehouse.environment`), then defaults;
         `default_data_root` replaces the environment's default data root."""
         env = environment()
-        explicit = "data_root" in env.model_fields_set
-        root = data_root or (env.data_root if explicit or default_data_root is None else None)
+        root = data_root or (
+            env.data_root
+            if "data_root" in env.model_fields_set or default_data_root is None
+            else default_data_root
+        )
         return cls(
-            data_root=_data_root(root or str(default_data_root), s3_connection()),
+            data_root=_data_root(root, s3_connection()),
             reports_dir=Path(env.reports_dir).expanduser().resolve() if env.reports_dir else None,
             spark_master=spark_master or env.spark_master,
             shuffle_partitions=env.shuffle_partitions or os.cpu_count() or 2,
