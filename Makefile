@@ -33,10 +33,11 @@ setup-parts: setup-run jars-all $(VENV)/lakehouse-classes.jsa
 
 # The JVM libraries, each bundle from the pom that pins it (jars/<bundle>/pom.xml),
 # fetched with Maven, checksums checked; with any Python 3.11, so while uv installs.
+# The module decides by content whether a bundle needs fetching (a pom that is only
+# newer does not), and says so in one line when it fetches.
 JARS := PYTHONPATH=src $(PYTHON) -m lakehouse.runtime.jars
 jars/.fetched: jars/pom.xml
-	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch Spark's Delta jars"; exit 1; }
-	$(JARS) delta
+	@$(JARS) delta
 
 jars-all: jars/.fetched
 	@$(JARS) kafka-broker s3 s3proxy

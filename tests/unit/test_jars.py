@@ -1,48 +1,174 @@
-"""The JVM libraries are fetched when first needed, once, and again when their pom changes."""
+"""The JVM libraries are fetched when first needed, once, and again when their sources'
+content changes; a fetch that fails leaves the jars that were there.
+
+Maven here is a stand-in (`mvn` first on PATH) that copies tiny jars from a folder per
+pom, or fails as an offline Maven does: no test downloads anything.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import sys
+import zipfile
+from pathlib import Path
 
 import pytest
 
 from lakehouse.errors import LakehouseError
 from lakehouse.runtime import jars
 
+FAKE_MAVEN = """#!{python}
+import os, shutil, sys
+from pathlib import Path
 
-def marked(folder, age: float) -> None:
-    """A bundle folder with a pom, fetched `age` seconds after the pom was written."""
+if os.environ.get("FAKE_MAVEN_FAILS"):
+    sys.exit("[ERROR] Could not resolve dependencies: the network is unreachable")
+args = sys.argv[1:]
+pom = Path(args[args.index("-f") + 1])
+output = next(a.split("=", 1)[1] for a in args if a.startswith("-DoutputDirectory="))
+for jar in (Path(os.environ["FAKE_M2"]) / pom.parent.name).glob("*.jar"):
+    shutil.copy(jar, pom.parent / output / jar.name)
+"""
+
+
+class FakeMaven:
+    """What `mvn` copies for each pom (by the name of the pom's folder), or a failure."""
+
+    def __init__(self, repository: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.repository = repository
+        self.monkeypatch = monkeypatch
+
+    def publish(self, folder: str, names: list[str]) -> None:
+        """Jars Maven copies from the pom in a folder named `folder`, one tiny zip each."""
+        published = self.repository / folder
+        if published.exists():
+            for old in published.glob("*.jar"):
+                old.unlink()
+        published.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            with zipfile.ZipFile(published / name, "w") as jar:
+                jar.writestr("about.txt", f"{name}\n")
+
+    def fail(self) -> None:
+        self.monkeypatch.setenv("FAKE_MAVEN_FAILS", "1")
+
+
+@pytest.fixture
+def maven(tmp_path, monkeypatch) -> FakeMaven:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "mvn"
+    script.write_text(FAKE_MAVEN.format(python=sys.executable))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_M2", str(tmp_path / "m2"))
+    monkeypatch.delenv("FAKE_MAVEN_FAILS", raising=False)
+    return FakeMaven(tmp_path / "m2", monkeypatch)
+
+
+def pins(folder: Path, published: Path) -> None:
+    """The bundle's checked-in SHA-256s of what Maven publishes, as `sha256sum` writes them."""
+    lines = [
+        f"{hashlib.sha256(jar.read_bytes()).hexdigest()}  {jar.name}\n"
+        for jar in sorted(published.glob("*.jar"))
+    ]
+    (folder / "jars.sha256").write_text("".join(lines))
+
+
+def bundle(root: Path, maven: FakeMaven, names: list[str], version: int = 1) -> Path:
+    """The kafka-broker bundle's pom (at `version`) and pins, Maven publishing `names`."""
+    folder = root / "kafka-broker"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "pom.xml").write_text("<project/>")
-    (folder / ".fetched").touch()
-    pom = (folder / "pom.xml").stat().st_mtime
-    os.utime(folder / ".fetched", (pom + age, pom + age))
+    (folder / "pom.xml").write_text(f"<project><!-- version {version} --></project>\n")
+    maven.publish("kafka-broker", names)
+    pins(folder, maven.repository / "kafka-broker")
+    return folder
 
 
-def test_a_bundle_is_fetched_once_and_again_after_its_pom_changed(tmp_path):
-    assert not jars.fetched("kafka-broker", tmp_path)
-    marked(tmp_path / "kafka-broker", age=10)
-    assert jars.fetched("kafka-broker", tmp_path)
-    marked(tmp_path / "kafka-broker", age=-10)  # the pom is newer than the fetch
-    assert not jars.fetched("kafka-broker", tmp_path)
+def contents(folder: Path) -> dict[str, bytes]:
+    return {jar.name: jar.read_bytes() for jar in sorted(folder.glob("*.jar"))}
 
 
-def test_the_s3_bundle_is_stale_when_the_log_store_source_changed(tmp_path):
-    marked(tmp_path / "s3", age=10)
-    (tmp_path / "log-store").mkdir()
-    java = tmp_path / "log-store" / "FencedS3LogStore.java"
-    java.write_text("class X {}")
-    fetched_at = (tmp_path / "s3" / ".fetched").stat().st_mtime
-    os.utime(java, (fetched_at - 1, fetched_at - 1))
-    assert jars.fetched("s3", tmp_path)
-    os.utime(java, (fetched_at + 1, fetched_at + 1))
-    assert not jars.fetched("s3", tmp_path)
+def test_a_bundle_is_fetched_once_and_again_when_its_pom_says_something_else(tmp_path, maven):
+    root = tmp_path / "jars"
+    folder = bundle(root, maven, ["kafka-1.jar", "scala-1.jar"])
+    assert not jars.fetched("kafka-broker", root)
+    assert jars.ensure("kafka-broker", root) == folder
+    assert jars.fetched("kafka-broker", root)
+    assert list(contents(folder)) == ["kafka-1.jar", "scala-1.jar"]
+    bundle(root, maven, ["kafka-2.jar", "scala-1.jar"], version=2)
+    assert not jars.fetched("kafka-broker", root)
+    jars.ensure("kafka-broker", root)
+    assert list(contents(folder)) == ["kafka-2.jar", "scala-1.jar"]  # kafka-1.jar is gone
 
 
-def test_a_fetched_bundle_starts_no_maven(tmp_path, monkeypatch):
-    marked(tmp_path / "s3proxy", age=10)
+def test_a_pom_that_is_merely_newer_is_not_fetched_again(tmp_path, maven):
+    """A copy of the checkout, or another commit checked out, leaves poms newer than the
+    fetch with the same content: nothing to fetch (Maven, offline here, is not asked)."""
+    root = tmp_path / "jars"
+    folder = bundle(root, maven, ["kafka-1.jar"])
+    jars.ensure("kafka-broker", root)
+    later = (folder / ".fetched").stat().st_mtime + 3600
+    os.utime(folder / "pom.xml", (later, later))
+    maven.fail()
+    assert jars.fetched("kafka-broker", root)
+    assert jars.ensure("kafka-broker", root) == folder
+
+
+def test_a_failed_refetch_leaves_the_jars_that_were_there(tmp_path, maven):
+    root = tmp_path / "jars"
+    folder = bundle(root, maven, ["kafka-1.jar", "scala-1.jar"])
+    jars.ensure("kafka-broker", root)
+    before = contents(folder)
+    bundle(root, maven, ["kafka-2.jar", "scala-1.jar"], version=2)
+    maven.fail()
+    with pytest.raises(LakehouseError, match="Maven could not fetch") as refused:
+        jars.ensure("kafka-broker", root)
+    assert "the network is unreachable" in str(refused.value)
+    assert contents(folder) == before
+    assert not jars.fetched("kafka-broker", root)  # the next use tries again
+    assert not [p.name for p in root.iterdir() if p.name.startswith(".fetch-")]
+
+
+def log_store(root: Path, source: str) -> None:
+    """A log store source that compiles against nothing, and its pom (no jars to copy)."""
+    folder = root / "log-store"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pom.xml").write_text("<project/>\n")
+    (folder / "jars.sha256").write_text("")
+    (folder / "FencedS3LogStore.java").write_text(source)
+
+
+def test_the_s3_bundle_is_fetched_again_when_the_log_store_source_says_something_else(
+    tmp_path, maven
+):
+    root = tmp_path / "jars"
+    root.mkdir()
+    (root / "pom.xml").write_text("<project/>\n")
+    maven.publish("jars", ["delta-storage-1.jar"])
+    pins(root, maven.repository / "jars")
+    (root / "s3").mkdir()
+    (root / "s3" / "pom.xml").write_text("<project/>\n")
+    maven.publish("s3", ["hadoop-aws-1.jar"])
+    pins(root / "s3", maven.repository / "s3")
+    maven.publish("log-store", [])
+    log_store(root, "class FencedS3LogStore {}\n")
+    jars.ensure("s3", root)
+    assert list(contents(root / "s3")) == ["hadoop-aws-1.jar", jars.LOG_STORE_JAR]
+    java = root / "log-store" / "FencedS3LogStore.java"
+    os.utime(java, (java.stat().st_mtime + 3600,) * 2)
+    assert jars.fetched("s3", root)
+    java.write_text("class FencedS3LogStore { int fenced; }\n")
+    assert not jars.fetched("s3", root)
+
+
+def test_a_fetched_bundle_starts_no_maven(tmp_path, maven, monkeypatch):
+    root = tmp_path / "jars"
+    bundle(root, maven, ["kafka-1.jar"])
+    jars.ensure("kafka-broker", root)
     monkeypatch.setenv("PATH", "")  # no mvn: ensure must not need it
-    assert jars.ensure("s3proxy", tmp_path) == tmp_path / "s3proxy"
+    assert jars.ensure("kafka-broker", root) == root / "kafka-broker"
 
 
 def test_a_jars_folder_without_poms_is_refused_in_one_line(tmp_path):

@@ -2,7 +2,7 @@
 
 Each bundle is a folder of the jars folder (`jars/` of the checkout, or the
 `jars_dir` setting) with a `pom.xml` that pins its artifacts: Maven copies
-them next to it, checking Maven Central's checksums (`--strict-checksums`).
+them, checking Maven Central's checksums (`--strict-checksums`).
 
 - `delta`: Delta Lake's connector and Spark's Kafka connector, on Spark's
   classpath for every session (`make setup` fetches it);
@@ -12,6 +12,15 @@ them next to it, checking Maven Central's checksums (`--strict-checksums`).
 - `kafka-broker`: Apache Kafka, for the local broker (`make kafka-up`);
 - `s3proxy`: S3Proxy, the local S3 server (`make s3-up`).
 
+A fetch copies the jars into a new folder (`.fetch-<bundle>` in the jars folder) and
+swaps them into the bundle's folder only once Maven (and, for s3, javac) succeeded: a
+fetch that fails, offline for one, leaves the jars that were there. The bundle's
+marker (`.fetched`) then records the digest of the sources it was fetched from (its
+pom; for s3 the log store's pom and source too) and each jar's size. A bundle is
+fetched again when its sources' content changes, not their modification time (a copy
+of the checkout, another commit checked out), or when its jars are not the ones
+recorded.
+
 Standard library only, so that `make` can fetch with any Python 3.11 while the
 virtual environment installs: `python -m lakehouse.runtime.jars delta s3 ...`.
 """
@@ -19,6 +28,8 @@ virtual environment installs: `python -m lakehouse.runtime.jars delta s3 ...`.
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -37,9 +48,9 @@ MAVEN = [
     "--strict-checksums",
     "-Dstyle.color=never",
     "dependency:copy-dependencies",
-    "-DoutputDirectory=.",
 ]
 LOG_STORE_JAR = "lakehouse-log-store.jar"
+MARKER = ".fetched"
 
 
 @dataclass(frozen=True)
@@ -64,19 +75,41 @@ def bundle_dir(name: str, root: Path) -> Path:
     return root / BUNDLES[name].folder
 
 
-def fetched(name: str, root: Path) -> bool:
-    """Whether the bundle's jars are there, fetched (and built) from its sources as they are."""
-    folder = bundle_dir(name, root)
-    done = folder / ".fetched"
-    sources = [folder / "pom.xml"]
+def sources(name: str, root: Path) -> list[Path]:
+    """What the bundle's jars are fetched and built from."""
+    found = [bundle_dir(name, root) / "pom.xml"]
     if name == "s3":
-        sources += [
-            root / "log-store" / "pom.xml",
-            root / "log-store" / "FencedS3LogStore.java",
-        ]
-    if not done.is_file():
+        found += [root / "log-store" / "pom.xml", root / "log-store" / "FencedS3LogStore.java"]
+    return found
+
+
+def sources_digest(name: str, root: Path) -> str:
+    """The SHA-256 of the bundle's sources' names (in the jars folder) and content."""
+    lines = [
+        f"{source.relative_to(root)} "
+        f"{hashlib.sha256(source.read_bytes()).hexdigest() if source.is_file() else '-'}\n"
+        for source in sources(name, root)
+    ]
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+def jar_sizes(folder: Path) -> dict[str, int]:
+    return {jar.name: jar.stat().st_size for jar in sorted(folder.glob("*.jar"))}
+
+
+def fetched(name: str, root: Path) -> bool:
+    """Whether the bundle's jars are the ones fetched (and built) from its sources as they
+    are now: the marker records the sources' digest and each jar's size."""
+    folder = bundle_dir(name, root)
+    try:
+        marker = json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError):  # none, or one of 0.10 (empty)
         return False
-    return all(not f.is_file() or f.stat().st_mtime <= done.stat().st_mtime for f in sources)
+    return (
+        isinstance(marker, dict)
+        and marker.get("sources") == sources_digest(name, root)
+        and marker.get("jars") == jar_sizes(folder)
+    )
 
 
 def ensure(name: str, root: Path = CHECKOUT_JARS) -> Path:
@@ -104,45 +137,84 @@ def ensure(name: str, root: Path = CHECKOUT_JARS) -> Path:
 
 
 def fetch(name: str, root: Path) -> None:
+    """Fetch (and build) the bundle's jars into a new folder, then swap them in."""
     for tool in ("mvn",) + (("javac", "jar") if name == "s3" else ()):
         if shutil.which(tool) is None:
             raise LakehouseError(
                 f"{tool} is needed to fetch {BUNDLES[name].what}: install Maven and a JDK 17."
             )
     folder = bundle_dir(name, root)
-    (folder / ".fetched").unlink(missing_ok=True)
-    for jar in folder.glob("*.jar"):
-        jar.unlink()
-    maven(folder)
-    if name == "s3":
-        build_log_store(root)
-    (folder / ".fetched").touch()
+    digest = sources_digest(name, root)  # before Maven: a pom edited meanwhile is fetched again
+    staging = root / f".fetch-{name}"
+    shutil.rmtree(staging, ignore_errors=True)  # what a fetch that was killed left
+    staging.mkdir()
+    try:
+        maven(folder / "pom.xml", staging)
+        if name == "s3":
+            build_log_store(root, staging)
+        swap(staging, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    record(name, root, digest)
 
 
-def maven(folder: Path) -> None:
-    done = subprocess.run([*MAVEN, "-f", str(folder / "pom.xml")], capture_output=True, text=True)
+def swap(staging: Path, folder: Path) -> None:
+    """Move the new jars in (each replacing its namesake at once), then drop the jars the
+    bundle no longer has. The marker goes first: a swap cut short is fetched again."""
+    (folder / MARKER).unlink(missing_ok=True)
+    new = {jar.name for jar in staging.glob("*.jar")}
+    for name in sorted(new):
+        (staging / name).replace(folder / name)
+    for old in folder.glob("*.jar"):
+        if old.name not in new:
+            old.unlink()
+
+
+def record(name: str, root: Path, digest: str) -> None:
+    """Write the bundle's marker (a whole file or none: written aside, then renamed)."""
+    folder = bundle_dir(name, root)
+    marker = {"sources": digest, "jars": jar_sizes(folder)}
+    partial = folder / f"{MARKER}.partial"
+    partial.write_text(json.dumps(marker, indent=1) + "\n")
+    partial.replace(folder / MARKER)
+
+
+def run(command: list[str], what: str) -> None:
+    done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
-        raise LakehouseError(
-            f"Maven could not fetch the jars of {folder / 'pom.xml'}:\n{done.stdout}{done.stderr}"
-        )
+        raise LakehouseError(f"{what}:\n{done.stdout}{done.stderr}")
 
 
-def build_log_store(root: Path) -> None:
+def maven(pom: Path, output: Path) -> None:
+    run(
+        [*MAVEN, f"-DoutputDirectory={output}", "-f", str(pom)],
+        f"Maven could not fetch the jars of {pom}",
+    )
+
+
+def build_log_store(root: Path, staging: Path) -> None:
     """Our Delta log store for S3 (log-store/FencedS3LogStore.java: a writer that lost the
     data root's lock cannot commit), compiled against the Hadoop client API pyspark
-    ships and Delta's delta-storage, into the s3 bundle."""
+    ships and Delta's delta-storage, into the s3 bundle's new jars. The Hadoop API jar
+    is only compiled against: it is not kept."""
     source = root / "log-store"
-    for stale in source.glob("*.jar"):
-        stale.unlink()
-    maven(source)
-    classpath = f"{source}/*:{bundle_dir('delta', root)}/*"
+    api = staging / "log-store"
+    api.mkdir()
+    maven(source / "pom.xml", api)
+    classpath = f"{api}/*:{bundle_dir('delta', root)}/*"
     with tempfile.TemporaryDirectory(prefix="lakehouse-log-store-") as classes:
         java = str(source / "FencedS3LogStore.java")
-        subprocess.run(
-            ["javac", "--release", "17", "-d", classes, "-cp", classpath, java], check=True
+        run(
+            ["javac", "--release", "17", "-d", classes, "-cp", classpath, java],
+            f"javac could not compile {java}",
         )
-        archive = str(bundle_dir("s3", root) / LOG_STORE_JAR)
-        subprocess.run(["jar", "--create", "--file", archive, "-C", classes, "."], check=True)
+        archive = str(staging / LOG_STORE_JAR)
+        run(
+            ["jar", "--create", "--file", archive, "-C", classes, "."],
+            f"jar could not write {archive}",
+        )
+    for stale in source.glob("*.jar"):  # where 0.10 kept the API jar
+        stale.unlink()
 
 
 def main(argv: list[str]) -> int:
