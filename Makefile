@@ -32,11 +32,13 @@ setup-parts: setup-run jars-all $(VENV)/lakehouse-classes.jsa
 	@: # (a recipe, so that a set-up with nothing to do says nothing)
 
 # The JVM libraries, each bundle from the pom that pins it (jars/<bundle>/pom.xml),
-# fetched with Maven, checksums checked; with any Python 3.11, so while uv installs.
-# The module decides by content whether a bundle needs fetching (a pom that is only
-# newer does not), and says so in one line when it fetches.
+# fetched with Maven, every jar checked against the SHA-256 that jars.sha256 beside the
+# pom pins (after changing a pom: python -m lakehouse.runtime.jars --pin <bundle>); with
+# any Python 3.11, so while uv installs. The module decides by content whether a bundle
+# needs fetching (a pom that is only newer does not), and says so in one line when it
+# fetches.
 JARS := PYTHONPATH=src $(PYTHON) -m lakehouse.runtime.jars
-jars/.fetched: jars/pom.xml
+jars/.fetched: jars/pom.xml jars/jars.sha256
 	@$(JARS) delta
 
 jars-all: jars/.fetched
