@@ -32,6 +32,23 @@ TABLE_NAMES = [(table.layer, table.name) for table in TABLES]
 REPO = Path(__file__).resolve().parent.parent
 
 
+def gzip_variants(data: bytes) -> dict[str, bytes]:
+    """`data` gzip-compressed in the ways gzip(1) and Python read to the end and
+    Hadoop's gzip codec (Spark's) refuses, by name."""
+    sound = gzip.compress(data, mtime=0)
+    flags = sound[3]
+    return {
+        # Zero bytes after the last member (a writer that pads to a block size).
+        "padded": sound + bytes(512),
+        # Two members with zero padding between them.
+        "padded-members": sound + bytes(64) + gzip.compress(b"", mtime=0),
+        # FHCRC set, and a header checksum that is wrong (its CRC-16 is 0).
+        "header-crc": sound[:3] + bytes([flags | 0x02]) + sound[4:10] + b"\0\0" + sound[10:],
+        # The reserved flag bits set.
+        "reserved-flags": sound[:3] + bytes([flags | 0xE0]) + sound[4:],
+    }
+
+
 def settings_for(data_root: Root, **overrides: Any) -> Settings:
     if isinstance(data_root, S3Path):  # its connection is the test's S3 server's
         overrides = {"data_root": data_root, **overrides}

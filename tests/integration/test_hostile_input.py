@@ -1,7 +1,10 @@
 """Hostile input: damaged gzip files, events from a wrong clock, entries never to be read.
 
 The hostile landing folder is a generated one plus, per source, one gzip file
-that cannot be read (truncated, not gzip at all, a gzip bomb) and, among the
+that cannot be read (truncated, not gzip at all, a gzip bomb); four of its
+files per source disguised, their lines unchanged: one renamed with a `:` and
+brackets, which Hadoop cannot name, three gzip-compressed in the forms gzip
+reads and Hadoop's codec refuses (`tests.helpers.gzip_variants`); and, among the
 normal lines of an impressions file and of a user_actions file, one event
 dated 9999-06-15; and entries bronze must never read: a symbolic link to a
 secret outside the data root, a .csv file, a folder, and (before the second
@@ -21,11 +24,20 @@ import shutil
 import zlib
 from collections import Counter
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
 from lakehouse.catalog import SOURCES
-from tests.helpers import TABLE_NAMES, delta_rows, delta_table, run_in_process, settings_for
+from tests.helpers import (
+    TABLE_NAMES,
+    delta_count,
+    delta_rows,
+    delta_table,
+    gzip_variants,
+    run_in_process,
+    settings_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -57,6 +69,33 @@ def _add_unreadable_files(landing: Path) -> None:
     }
     for source, name in UNREADABLE.items():
         (landing / source / name).write_bytes(content[source])
+
+
+# A disguised file's name: its plain file's name plus one of these.
+COLON_NAME = ".at-13:00:00Z[1].jsonl"
+DISGUISES = [COLON_NAME, *(f".{variant}.gz" for variant in gzip_variants(b""))]
+
+
+def _disguise_files(landing: Path) -> None:
+    """Per source, the last plain files renamed with a `:`, or gzip-compressed in the
+    forms Hadoop's codec refuses (the first ones get a wrong clock, or are rewritten)."""
+    for source in SOURCES:
+        plain = sorted(p for p in (landing / source).iterdir() if p.suffix == ".jsonl")
+        for file, disguise in zip(plain[-len(DISGUISES) :], DISGUISES, strict=True):
+            if disguise == COLON_NAME:
+                file.rename(file.with_name(file.name + disguise))
+                continue
+            variant = disguise.removeprefix(".").removesuffix(".gz")
+            file.with_name(file.name + disguise).write_bytes(
+                gzip_variants(file.read_bytes())[variant]
+            )
+            file.unlink()
+
+
+def _undisguised(name: str) -> str:
+    for disguise in DISGUISES:
+        name = name.removesuffix(disguise)
+    return name
 
 
 def _insert_wrong_clock_event(file: Path, source: str) -> None:
@@ -93,6 +132,7 @@ def roots(spark, streamed_root, tmp_path_factory):
         for file in files:
             file.rename(held_back / source / file.name)
     _add_unreadable_files(hostile / "landing")
+    _disguise_files(hostile / "landing")
     for source in ("impressions", "user_actions"):
         plain = next(
             p for p in sorted((hostile / "landing" / source).iterdir()) if p.suffix == ".jsonl"
@@ -153,12 +193,16 @@ def test_two_runs_in_a_row_pass(roots):
 
 
 def _quarantine(root: Path, source: str) -> Counter[tuple]:
-    """(raw, reason, file name) of every quarantine row (the roots' paths differ)."""
+    """(raw, reason, file name) of every quarantine row (the roots' paths differ; a
+    disguised file by its plain file's name)."""
     rows = delta_rows(
         settings_for(root).table("quarantine", source), ["raw", "reason", "_source_file"]
     )
     return Counter(
-        {(raw, reason, file.rsplit("/", 1)[1]): n for (raw, reason, file), n in rows.items()}
+        {
+            (raw, reason, _undisguised(unquote(file.rsplit("/", 1)[1]))): n
+            for (raw, reason, file), n in rows.items()
+        }
     )
 
 
@@ -220,3 +264,16 @@ def test_no_byte_of_what_was_not_read_reaches_a_table(roots):
     for table in tables:
         text = json.dumps(delta_table(table).to_pylist(), default=str)
         assert not [marker for marker in MARKERS if marker in text], table
+
+
+@pytest.mark.parametrize("source", list(SOURCES))
+def test_disguised_files_are_read_whole_under_their_own_names(roots, source):
+    _, hostile, _ = roots
+    settings = settings_for(hostile)
+    files = delta_rows(settings.table("bronze", source), ["_source_file"])
+    names = {unquote(file.rsplit("/", 1)[1]) for (file,) in files}
+    assert {d for d in DISGUISES if any(name.endswith(d) for name in names)} == set(DISGUISES)
+    ledger = delta_rows(settings.meta("bronze_ledger"), ["source", "lines_read"])
+    lines_read = sum(lines * n for (of, lines), n in ledger.items() if of == source)
+    rows = sum(files.values()) + delta_count(settings.table("quarantine", source))
+    assert lines_read == rows

@@ -1,14 +1,22 @@
-"""Vetting landing files before Spark reads them: damaged gzip, gzip bombs, overlong lines."""
+"""Vetting landing files before Spark reads them: damaged gzip, gzip bombs, overlong lines;
+and the plain copies Spark reads of gzip files and of names Hadoop cannot take."""
 
 from __future__ import annotations
 
 import gzip
 import tracemalloc
 import zlib
+from pathlib import Path
 
 import pytest
 
-from lakehouse.storage.landing import MAX_READ_LINE_BYTES, unreadable_file_reason
+from lakehouse.storage.landing import (
+    MAX_READ_LINE_BYTES,
+    StagingError,
+    spark_reads_directly,
+    unreadable_file_reason,
+)
+from tests.helpers import gzip_variants
 
 LINES = b"".join(b'{"n":%d}\n' % i for i in range(20_000))
 MAX_LINE = 1024 * 1024
@@ -102,3 +110,42 @@ def test_a_large_plain_file_of_short_lines_is_readable(tmp_path):
     path.write_bytes(LINES * (MAX_READ_LINE_BYTES // len(LINES) + 2))
     assert path.stat().st_size > MAX_READ_LINE_BYTES
     assert unreadable_file_reason(path, MAX_LINE) is None
+
+
+@pytest.mark.parametrize("variant", list(gzip_variants(b"")))
+def test_gzip_that_gzip_reads_is_copied_whole_for_spark(tmp_path, variant):
+    """Hadoop's codec refuses these; Spark reads Python's plain copy instead."""
+    path = tmp_path / f"{variant}.jsonl.gz"
+    path.write_bytes(gzip_variants(LINES)[variant])
+    copy = tmp_path / "copy.jsonl"
+    assert unreadable_file_reason(path, MAX_LINE, copy_to=copy) is None
+    assert copy.read_bytes() == LINES
+
+
+def test_a_plain_file_is_copied_as_it_is(tmp_path):
+    path = tmp_path / "clicks-2026-11-01T13:00:00Z.jsonl"
+    path.write_bytes(b"a\r\nb\rc")
+    copy = tmp_path / "copy.jsonl"
+    assert unreadable_file_reason(path, MAX_LINE, copy_to=copy) is None
+    assert copy.read_bytes() == b"a\r\nb\rc"
+
+
+@pytest.mark.parametrize(
+    ("name", "directly"),
+    [
+        ("clicks-1.jsonl", True),
+        ("a b%20[x]{y}*?.json", True),
+        ("clicks-2026-11-01T13:00:00Z.jsonl", False),
+        ("[x]:1.jsonl", False),
+        ("clicks.jsonl.gz", False),
+    ],
+)
+def test_spark_reads_plain_files_whose_names_hadoop_takes(name, directly):
+    assert spark_reads_directly(name) is directly
+
+
+def test_a_copy_that_cannot_be_written_fails_the_batch_instead_of_blaming_the_file(tmp_path):
+    path = tmp_path / "a.jsonl.gz"
+    path.write_bytes(gzip.compress(LINES))
+    with pytest.raises(StagingError, match="cannot stage a landing file at /dev/full"):
+        unreadable_file_reason(path, MAX_LINE, copy_to=Path("/dev/full"))

@@ -60,12 +60,12 @@ from lakehouse.storage.landing import (
     landing_uri,
     manifest_files,
     new_landing_files,
+    prepare_files,
     read_lines,
     scan_landing,
     still_a_regular_file,
-    unreadable_files,
 )
-from lakehouse.storage.objects import Root, location
+from lakehouse.storage.objects import Root, location, remove_tree
 from lakehouse.transforms.landing import parse_landing_lines
 
 if TYPE_CHECKING:
@@ -77,6 +77,12 @@ GONE = f"{UNREADABLE}: deleted, or no longer a regular file, when bronze came to
 def manifests_folder(settings: Settings, source: str) -> Root:
     """Where bronze keeps one manifest per landing file of `source` (`storage.landing`)."""
     return settings.checkpoint("landing_manifests", source)
+
+
+def staging_folder(settings: Settings, source: str) -> Root:
+    """Where bronze stages, for one micro-batch at a time, the plain copies Spark reads of
+    the landing files it must not read itself (`storage.landing.prepare_files`)."""
+    return settings.checkpoint("landing_staging", source)
 
 
 class BronzeWriter:
@@ -212,12 +218,19 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: Source) -
     # now (deleted since: landing folders are cleaned) is not an unreadable file.
     held = {file for files in writer.skip_files.values() for file in files}
 
+    staging = staging_folder(settings, source.name)
+    remove_tree(staging)  # what a killed run left
+
     def write_batch(files: DataFrame, batch_id: int) -> None:
         listed = files.collect()
         ingested_at_us = listed[0]["_ingested_at_us"] if listed else 0
         uris = [landing_uri(row["manifest"]) for row in listed]
         uris = [u for u in uris if u not in held or still_a_regular_file(u, settings.data_root)]
-        writer.write(parsed_lines(spark, settings, source, uris, ingested_at_us), batch_id)
+        try:
+            lines = parsed_lines(spark, settings, source, uris, ingested_at_us, staging)
+            writer.write(lines, batch_id)
+        finally:
+            remove_tree(staging)
 
     result = run_available_now(
         query,
@@ -255,25 +268,27 @@ def parsed_lines(
     source: Source,
     uris: list[str],
     ingested_at_us: int,
+    staging: Root,
 ) -> DataFrame:
     """Every line of a micro-batch's files parsed, plus one row per unreadable file.
 
-    Gzip files are vetted before Spark reads anything (`lakehouse.storage.landing`): an
+    Files are prepared before Spark reads anything (`lakehouse.storage.landing`): an
     unreadable one becomes a quarantine row and is not read at all, so it can
     neither fail the batch nor exhaust memory. So does a file deleted, or
-    swapped for a link, after its manifest was written.
+    swapped for a link, after its manifest was written. Spark reads the staged
+    copies (in `staging`) of the files it must not read itself.
     """
     ingested_at = F.timestamp_micros(F.lit(ingested_at_us))
     root = settings.data_root
-    unreadable = {uri: GONE for uri in uris if not still_a_regular_file(uri, root)}
-    unreadable |= unreadable_files(
-        [uri for uri in uris if uri not in unreadable], settings.max_line_bytes, root
+    gone = {uri: GONE for uri in uris if not still_a_regular_file(uri, root)}
+    files = prepare_files(
+        [uri for uri in uris if uri not in gone], staging, settings.max_line_bytes, root
     )
-    readable = [uri for uri in uris if uri not in unreadable]
+    unreadable = gone | files.unreadable
     parse = parse_landing_lines(source, settings.max_line_bytes, settings.future_tolerance)
     lines = (
-        read_lines(spark, readable, root)
-        if readable
+        read_lines(spark, files.read)
+        if files.read
         else spark.createDataFrame([], "value string, _source_file string")
     )
     parsed = lines.withColumn("_ingested_at", ingested_at).transform(parse)

@@ -1,19 +1,32 @@
-"""Landing files: which are ingested, which are reported, and whether one can be read to its end.
+"""Landing files: which are ingested, which are reported, and how Spark gets to read them.
 
 `scan_landing` lists a landing folder (see there for why it, not Spark, does).
 
-Spark's text reader fails the whole micro-batch on a corrupt or truncated
-gzip file, with no error of its own that names the file; and Hadoop's line
-reader holds a line in memory whatever its length, so a small gzip file that
-decompresses to gigabytes without a newline (a gzip bomb), or a plain file of
-gigabytes without one, runs the JVM out of memory. `ignoreCorruptFiles`
-would skip the damage silently, which the contract forbids. So bronze lists
-each micro-batch's new files first and vets every gzip file (and every plain
-file large enough to matter) here, reading it as a stream in constant memory:
-only files that pass are handed to Spark, and a file that does not becomes one
-quarantine row saying why (`unreadable_file_reason`). None of its lines is
-ingested: the sender re-delivers the file repaired under a new name, and the
-lines before the damage would then arrive twice.
+Spark's text reader cannot be trusted with every file a producer may send.
+It fails the whole micro-batch, in an error that does not name the file, on
+a corrupt or truncated gzip file, and its gzip codec (Hadoop's) refuses
+files that gzip itself reads: zero bytes after the last member, a wrong
+header checksum, reserved flag bits. Hadoop's `Path` cannot even name a file
+with a `:` in its name (it takes `a:b` for a URI scheme when it builds the
+file's checksum sibling or a glob match). And Hadoop's line reader holds a
+line in memory whatever its length, so a small gzip file that decompresses to
+gigabytes without a newline (a gzip bomb), or a plain file of gigabytes
+without one, runs the JVM out of memory. `ignoreCorruptFiles` would skip the
+damage silently, which the contract forbids.
+
+So bronze prepares each micro-batch's new files here first (`prepare_files`),
+reading each gzip file, each file whose name Spark cannot take, and each
+plain file large enough to matter as a stream in constant memory. Python
+decompresses gzip files: each is read to its end (every member's CRC-32 and
+length checked; zero padding after the last member ignored, as gzip(1) does)
+and its lines are written, decompressed, to a staged copy under a safe name,
+which is what Spark reads; so is a plain file whose name Spark cannot take.
+Spark never decompresses a landing file, so whatever Python read to its end
+Spark reads too, and the lines keep their file's real name in `_source_file`.
+A file that cannot be read becomes one quarantine row saying why
+(`unreadable_file_reason`). None of its lines is ingested: the sender
+re-delivers the file repaired under a new name, and the lines before the
+damage would then arrive twice.
 
 A plain file is vetted only if it is larger than the longest line Spark may
 hold (64 MiB): a smaller one is not read twice, and the line-size rule
@@ -22,6 +35,7 @@ rejects each of its long lines on its own.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import gzip
 import hashlib
@@ -30,9 +44,8 @@ import os
 import re
 import stat
 import string
-import unicodedata
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +54,7 @@ from urllib.parse import quote
 
 from pyspark.sql import functions as F
 
+from lakehouse.errors import LakehouseError
 from lakehouse.storage.objects import (
     Root,
     S3Path,
@@ -230,14 +244,19 @@ def new_landing_files(
 
 
 def landing_uri(manifest: str) -> str:
-    """The landing file of a manifest line, as the URI Spark's readers give it.
+    """The landing file of a manifest line, as the URI Spark's readers give it."""
+    return file_uri(str(json.loads(manifest)["path"]))
+
+
+def file_uri(path: str) -> str:
+    """A file's path (as str() of a `Root` writes it) as the URI Spark's readers give it.
 
     Spark's `_metadata.file_path` (Hadoop's `Path.toUri`, `java.net.URI`):
     `file:` and the path, with ASCII characters a URI path may not hold
     percent-encoded and other characters left as they are, unless they are
-    white space or control characters.
+    space separators or ISO control characters (`Character.isSpaceChar`,
+    `isISOControl`; format characters such as U+200B stay as they are).
     """
-    path = str(json.loads(manifest)["path"])
     scheme = "file:"
     if path.startswith("s3a://"):  # an object: the bucket, then its key as a path
         bucket, _, key = path[len("s3a://") :].partition("/")
@@ -245,7 +264,7 @@ def landing_uri(manifest: str) -> str:
     return scheme + "".join(
         char
         if char in _URI_PATH_CHARS
-        or (ord(char) > 127 and not char.isspace() and unicodedata.category(char)[0] != "C")
+        or (ord(char) > 0x9F and not char.isspace())
         else quote(char, safe="")
         for char in path
     )
@@ -267,13 +286,61 @@ def still_a_regular_file(uri: str, root: Root) -> bool:
         return False
 
 
-def read_lines(spark: SparkSession, files: list[str], root: Root) -> DataFrame:
-    """The lines of landing files (URIs from `new_landing_files`): `value`, `_source_file`."""
-    paths = [_glob_escaped(str(landing_file(uri, root))) for uri in files]
-    return (
+def spark_reads_directly(name: str) -> bool:
+    """Whether Spark reads a landing file itself: not a gzip file (Python decompresses
+    those) and a name Hadoop's `Path` can take (no `:`; the module docstring says why)."""
+    return not name.endswith(GZIP_SUFFIX) and ":" not in name
+
+
+@dataclass(frozen=True)
+class PreparedFiles:
+    """A micro-batch's landing files, ready for Spark: by landing URI, the file Spark
+    reads for it (the landing file itself, or its staged copy) or why it cannot be read."""
+
+    read: dict[str, Root]
+    unreadable: dict[str, str]
+
+
+def prepare_files(uris: list[str], staging: Root, max_line_bytes: int, root: Root) -> PreparedFiles:
+    """Vet the files of `uris`, and stage a plain copy of those Spark must not read
+    itself (`spark_reads_directly`) in the folder `staging`, which the caller removes
+    once the micro-batch is written. Files are read in parallel: zlib decompresses
+    outside the GIL."""
+
+    def prepare(index: int, uri: str) -> tuple[Root, str | None]:
+        path = landing_file(uri, root)
+        if spark_reads_directly(path.name):
+            return path, unreadable_file_reason(path, max_line_bytes)
+        copy = staging / f"{index}.jsonl"
+        return copy, unreadable_file_reason(path, max_line_bytes, copy_to=copy)
+
+    if not all(spark_reads_directly(landing_file(uri, root).name) for uri in uris):
+        staging.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+        outcomes = list(pool.map(prepare, range(len(uris)), uris))
+    prepared = PreparedFiles({}, {})
+    for uri, (path, reason) in zip(uris, outcomes, strict=True):
+        if reason:
+            prepared.unreadable[uri] = reason
+        else:
+            prepared.read[uri] = path
+    return prepared
+
+
+def read_lines(spark: SparkSession, files: dict[str, Root]) -> DataFrame:
+    """The lines of landing files (`PreparedFiles.read`): `value`, and `_source_file`, the
+    landing file's URI, whichever file Spark read for it."""
+    lines = (
         spark.read.format("text")
-        .load(paths)
-        .select("value", F.col("_metadata.file_path").alias("_source_file"))
+        .load([_glob_escaped(str(path)) for path in files.values()])
+        .select("value", F.col("_metadata.file_path").alias("_read_from"))
+    )
+    copies = [(read, uri) for uri, path in files.items() if (read := file_uri(str(path))) != uri]
+    if not copies:
+        return lines.withColumnRenamed("_read_from", "_source_file")
+    names = spark.createDataFrame(copies, "_read_from string, _landing_file string")
+    return lines.join(F.broadcast(names), on="_read_from", how="left").select(
+        "value", F.coalesce("_landing_file", "_read_from").alias("_source_file")
     )
 
 
@@ -282,55 +349,73 @@ def _glob_escaped(path: str) -> str:
     return re.sub(r"([\\\[\]{}*?])", r"\\\1", path)
 
 
-def unreadable_files(uris: list[str], max_line_bytes: int, root: Root) -> dict[str, str]:
-    """The files of `uris` that Spark must not read, with the reason why.
-
-    Files are vetted in parallel: zlib decompresses outside the GIL.
-    """
-    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
-        reasons = pool.map(
-            lambda uri: unreadable_file_reason(landing_file(uri, root), max_line_bytes), uris
-        )
-        return {uri: reason for uri, reason in zip(uris, reasons, strict=True) if reason}
-
-
-def unreadable_file_reason(path: Root, max_line_bytes: int) -> str | None:
+def unreadable_file_reason(
+    path: Root, max_line_bytes: int, copy_to: Root | None = None
+) -> str | None:
     """Why Spark must not read `path`, as a quarantine reason, or None when it may.
 
     A gzip file is decompressed chunk by chunk to the end (so a truncated
     stream, a bad checksum or bytes that are not gzip at all are found),
     keeping no more than the length of the current line. A plain file is read
     the same way if it is large enough to hold a line over the limit; a
-    smaller one cannot, and costs nothing.
+    smaller one cannot, and costs nothing. With `copy_to`, every file is read,
+    and its lines, decompressed, are written there as they are read: Spark
+    reads that copy instead. A failure to write the copy is not the file's
+    fault: it is raised, and fails the micro-batch.
     """
     line_limit = max(MAX_READ_LINE_BYTES, max_line_bytes)
     compressed = path.name.endswith(GZIP_SUFFIX)
-    try:
-        if not compressed and path.stat().st_size <= line_limit:
-            return None
-        with path.open_binary() if isinstance(path, S3Path) else open(path, "rb") as raw:
-            if compressed:
-                with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
-                    too_long = _has_line_longer_than(stream, line_limit)
-            else:
-                too_long = _has_line_longer_than(raw, line_limit)
-    except (OSError, EOFError, zlib.error) as error:
-        what = "corrupt or truncated gzip" if compressed else "read error"
-        return f"{UNREADABLE}: {what} ({error})"
+    with _copy_writer(copy_to) as copy:
+        try:
+            if copy is None and not compressed and path.stat().st_size <= line_limit:
+                return None
+            with path.open_binary() if isinstance(path, S3Path) else open(path, "rb") as raw:
+                stream = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
+                too_long = _has_line_longer_than(stream, line_limit, copy)
+        except (OSError, EOFError, zlib.error) as error:
+            what = "corrupt or truncated gzip" if compressed else "read error"
+            return f"{UNREADABLE}: {what} ({error})"
     if too_long:
         after = " after decompression (a gzip bomb?)" if compressed else ""
         return f"{UNREADABLE}: a line too long, over {line_limit:,} bytes{after}"
     return None
 
 
-def _has_line_longer_than(stream: IO[bytes] | gzip.GzipFile, limit: int) -> bool:
-    """Read `stream` to its end (or to the first line over `limit`), a chunk at a time.
+class StagingError(LakehouseError):
+    """A staged copy of a landing file could not be written (a full disk, say)."""
+
+
+@contextlib.contextmanager
+def _copy_writer(path: Root | None) -> Iterator[Callable[[bytes], object] | None]:
+    """A function that appends to the file `path` (None: no copy is written). Its
+    failures are `StagingError`s, not the `OSError`s that make a landing file unreadable."""
+    if path is None:
+        yield None
+        return
+    with path.open_write() if isinstance(path, S3Path) else open(path, "wb") as file:
+
+        def write(chunk: bytes) -> object:
+            try:
+                return file.write(chunk)
+            except OSError as error:
+                raise StagingError(f"cannot stage a landing file at {path}: {error}") from error
+
+        yield write
+
+
+def _has_line_longer_than(
+    stream: IO[bytes] | gzip.GzipFile, limit: int, copy: Callable[[bytes], object] | None = None
+) -> bool:
+    """Read `stream` to its end (or to the first line over `limit`), a chunk at a time,
+    handing each chunk to `copy` when given.
 
     Only the length of the line still open at the end of a chunk is kept: a
     line that ends within the chunk it started in is shorter than a chunk.
     """
     open_line = 0
     while chunk := stream.read(_CHUNK_BYTES):
+        if copy:
+            copy(chunk)
         # Spark's text reader ends a line at \n, \r or \r\n.
         first_end = _find_line_end(chunk)
         if first_end < 0:

@@ -23,6 +23,7 @@ import functools
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,6 +293,15 @@ class S3Path:
 
     def write_text(self, text: str, encoding: str = "utf-8") -> int:
         return self.write_bytes(text.encode(encoding))
+
+    @contextlib.contextmanager
+    def open_write(self) -> Iterator[IO[bytes]]:
+        """A stream that becomes the object when it closes: spooled in a local temporary
+        file (constant memory), then uploaded (in parts when large)."""
+        with tempfile.TemporaryFile() as spool:
+            yield spool
+            spool.seek(0)
+            self._client.upload_fileobj(spool, self.bucket, self.key)
 
     def put(self, data: bytes, if_none_match: bool = False, if_match: str | None = None) -> str:
         """Write the object, optionally only if absent or unchanged; its new ETag.
