@@ -2,19 +2,23 @@
 # runs every service from it: the Airflow api-server, scheduler and
 # dag-processor, the Spark master and worker, and the `lakehouse` CLI.
 
-# Delta Lake's and Kafka's Spark connectors, Spark's S3 connector and S3Proxy (the
-# s3 service), fetched at build time from Maven Central as the poms under jars/ pin
-# them (`make setup` does the same on a developer machine).
+# Delta Lake's and Kafka's Spark connectors, Spark's S3 connector with our Delta log
+# store, and S3Proxy (the s3 service), fetched at build time from Maven Central as the
+# poms under jars/ pin them, by the module and command `make setup` uses: each jar is
+# checked against the SHA-256 its bundle's jars.sha256 pins, and each bundle's marker
+# is written, so that the image uses the jars as they are, with no Maven at run time.
 FROM maven:3.9-eclipse-temurin-17 AS jars
-COPY jars/pom.xml /jars/pom.xml
-COPY jars/s3/pom.xml /jars/s3/pom.xml
-COPY jars/s3proxy/pom.xml /jars/s3proxy/pom.xml
-COPY jars/log-store /jars/log-store
-RUN for pom in /jars/pom.xml /jars/s3/pom.xml /jars/s3proxy/pom.xml /jars/log-store/pom.xml; do \
-      mvn --batch-mode --quiet --strict-checksums -f "$pom" dependency:copy-dependencies -DoutputDirectory=. || exit 1; \
-    done \
-    && javac --release 17 -d /tmp/log-store -cp "/jars/log-store/*:/jars/*" /jars/log-store/FencedS3LogStore.java \
-    && jar --create --file /jars/s3/lakehouse-log-store.jar -C /tmp/log-store .
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 \
+    && rm -rf /var/lib/apt/lists/*
+COPY jars/pom.xml jars/jars.sha256 /jars/
+COPY jars/s3/pom.xml jars/s3/jars.sha256 /jars/s3/
+COPY jars/s3proxy/pom.xml jars/s3proxy/jars.sha256 /jars/s3proxy/
+COPY jars/log-store/pom.xml jars/log-store/jars.sha256 jars/log-store/FencedS3LogStore.java /jars/log-store/
+# The module (standard library only) and what it imports; from /src, its jars folder is /jars.
+COPY src/lakehouse/__init__.py src/lakehouse/errors.py /src/lakehouse/
+COPY src/lakehouse/runtime/__init__.py src/lakehouse/runtime/jars.py /src/lakehouse/runtime/
+RUN PYTHONPATH=/src python3 -m lakehouse.runtime.jars delta s3 s3proxy
 
 FROM python:3.11-slim-bookworm
 
@@ -32,9 +36,8 @@ COPY src ./src
 COPY dags ./dags
 # Error messages point at the runbook and the contract.
 COPY docs ./docs
-COPY --from=jars /jars/*.jar ./jars/
-COPY --from=jars /jars/s3/*.jar ./jars/s3/
-COPY --from=jars /jars/s3proxy/*.jar ./jars/s3proxy/
+# The jars with their poms, pins and markers: what lakehouse.runtime.jars checks at first use.
+COPY --from=jars /jars ./jars/
 RUN pip install --no-cache-dir --no-deps -e .
 
 USER lakehouse

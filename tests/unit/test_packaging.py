@@ -85,7 +85,7 @@ def test_the_s3_connector_is_hadoops_at_the_version_pyspark_ships():
     log_store = (REPO / "jars" / "log-store" / "pom.xml").read_text()
     compiled = re.search(r"hadoop-client-api</artifactId>\s*<version>([^<]+)<", log_store)
     assert compiled and compiled.group(1) == hadoop
-    assert "/jars/log-store/pom.xml" in (REPO / "Dockerfile").read_text()
+    assert "COPY jars/log-store/pom.xml " in (REPO / "Dockerfile").read_text()
     # S3Proxy, the local S3 server, is pinned and never on Spark's classpath.
     server = (REPO / "jars" / "s3proxy" / "pom.xml").read_text()
     assert re.search(r"<artifactId>s3proxy</artifactId>\s*<version>[\d.]+</version>", server)
