@@ -26,6 +26,7 @@ from lakehouse.errors import (
     EXIT_REFUSED,
     EXIT_USAGE,
     LakehouseError,
+    printable,
 )
 from lakehouse.runtime.locks import writer_lock
 from lakehouse.runtime.settings import Settings
@@ -649,6 +650,6 @@ def explain(error: BaseException) -> str:
     inner = _PYTHON_ERROR.findall(text)
     if inner:
         name, message = inner[-1]
-        return f"{name.rsplit('.', 1)[-1]}: {message}"
+        return printable(f"{name.rsplit('.', 1)[-1]}: {message}")
     first = text.splitlines()[0] if text else ""
-    return f"{type(error).__name__}: {first}"
+    return printable(f"{type(error).__name__}: {first}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from typing import Literal
 
@@ -22,6 +23,26 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PREFIX = "LAKEHOUSE_"
+# The master URLs Spark takes: local mode with N threads (and F retries), a standalone
+# cluster's masters, YARN, Kubernetes. Another one ends in a JVM that exits unexplained.
+SPARK_MASTER = (
+    r"^(local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]"
+    r"|spark://[^\s,/]+:\d+(,[^\s,/]+:\d+)*|yarn|k8s://\S+)$"
+)
+
+
+def spark_master_url(url: str) -> str:
+    """`url` if Spark takes it as a master URL, else a ValueError saying which it takes."""
+    if not re.fullmatch(SPARK_MASTER, url):
+        raise ValueError(
+            "must be a master URL Spark takes: local, local[N], local[*], "
+            "spark://host:port, yarn or k8s://..."
+        )
+    return url
+
+
+# A hundred years: beyond it, no clock is plausible (and Python's timedelta overflows).
+MAX_FUTURE_TOLERANCE_HOURS = 100 * 365 * 24
 
 
 class Environment(BaseSettings):
@@ -38,7 +59,7 @@ class Environment(BaseSettings):
     )
     spark_master: str = Field(
         "local[*]",
-        description="the Spark master; ignored under spark-submit, which sets its own",
+        description="the Spark master (`local`, `local[N]`, `local[*]`, `spark://host:port`, `yarn`, `k8s://…`); ignored under spark-submit, which sets its own",
     )
     reports_dir: str | None = Field(
         None,
@@ -50,7 +71,7 @@ class Environment(BaseSettings):
     )
     driver_memory: str = Field(
         "2g",
-        description="the driver JVM's heap (`spark.driver.memory`), where local mode runs every task: a number and a unit, `k`, `m`, `g` or `t`",
+        description="the driver JVM's heap (`spark.driver.memory`), where local mode runs every task: a number and a unit, `k`, `m`, `g` or `t`, from 512m to 1t",
     )
     shuffle_partitions: int | None = Field(
         None,
@@ -80,7 +101,8 @@ class Environment(BaseSettings):
     future_tolerance_hours: int = Field(
         24,
         ge=1,
-        description="an `event_time` more than this many hours after its ingestion is quarantined (`event_time in the future`)",
+        le=MAX_FUTURE_TOLERANCE_HOURS,
+        description="an `event_time` more than this many hours after its ingestion is quarantined (`event_time in the future`); at most 876,000 (a hundred years)",
     )
     kafka_bootstrap_servers: str | None = Field(
         None,
@@ -150,12 +172,22 @@ class Environment(BaseSettings):
         description="tests only: `<point>[:n]`, which makes the process stop itself there (SIGSTOP)",
     )
 
+    @field_validator("spark_master")
+    @classmethod
+    def _master(cls, url: str) -> str:
+        return spark_master_url(url)
+
     @field_validator("driver_memory")
     @classmethod
     def _heap_size(cls, size: str) -> str:
         size = size.strip().lower()
         if not size[:-1].isdigit() or size[0] == "0" or size[-1] not in "kmgt":
             raise ValueError("must be a size such as 2g or 1536m")
+        mib = int(size[:-1]) * {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024**2}[size[-1]]
+        # Spark refuses a driver below 450 MiB; the JVM does not start with a heap it
+        # cannot address, and fails then without a word for whoever set the variable.
+        if not 512 <= mib <= 1024**2:
+            raise ValueError("must be a size such as 2g or 1536m, from 512m to 1t")
         return size
 
 

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 
 class LakehouseError(RuntimeError):
     """A failure whose message says what went wrong and what to do about it."""
+
+
+def printable(text: str) -> str:
+    """`text` with control, format and line-separator characters escaped (`\\n`, `\\x1b`,
+    `\\u202e`): a name that came from input, printed, can then neither forge a line of
+    the output or of Airflow's log, nor move the cursor, colour or reorder the text."""
+    return "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp")
+        else char
+        for char in text
+    )
 
 
 # Exit codes of the `lakehouse` CLI (2, bad arguments, is argparse's): 1 is a failure,

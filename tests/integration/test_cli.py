@@ -52,6 +52,14 @@ def test_run_failure_exits_1_with_a_one_line_reason(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+def test_a_jvm_that_cannot_start_is_one_line_naming_the_settings_it_took(tmp_path):
+    done = run_cli("validate", "--data-root", str(tmp_path), env={"JAVA_HOME": "/nowhere"})
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("lakehouse validate: error: Spark's JVM exited as it started")
+    assert "LAKEHOUSE_SPARK_MASTER" in last and "LAKEHOUSE_DRIVER_MEMORY" in last
+
+
 def test_a_failed_stream_is_explained_by_its_innermost_python_error():
     from lakehouse.cli import explain
 

@@ -118,6 +118,19 @@ def test_the_landing_scan_reads_regular_files_and_reports_everything_else(tmp_pa
     assert scan_landing(root / "landing" / "none", manifests, root).notices == []
 
 
+def test_names_are_reported_with_their_control_characters_escaped(tmp_path):
+    """A name cannot forge a line of the run's output or of Airflow's log, nor colour it."""
+    root = tmp_path / "data"
+    folder = root / "landing" / "clicks"
+    folder.mkdir(parents=True)
+    (folder / "x\nlakehouse run: passed\x1b[2K\u202e.csv").write_text("{}\n")
+    (notice,) = scan_landing(folder, root / "manifests", root).notices
+    assert notice == (
+        "landing/clicks/x\\nlakehouse run: passed\\x1b[2K\\u202e.csv: not read: not a supported "
+        "name (expected *.json, *.jsonl, *.gz)"
+    )
+
+
 def test_a_manifest_a_power_loss_left_empty_is_written_again_from_its_file(tmp_path):
     root = tmp_path / "data"
     folder, manifests = root / "landing" / "clicks", root / "checkpoints" / "manifests"

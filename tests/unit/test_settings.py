@@ -70,11 +70,47 @@ def test_the_driver_heap_is_2g_unless_the_environment_says_otherwise(monkeypatch
     assert submit_conf(Settings.load(data_root=Path("/tmp/x")))["spark.driver.memory"] == "1536m"
 
 
-@pytest.mark.parametrize("value", ["2", "2gb", "0g", "-1g", "lots"])
+@pytest.mark.parametrize("value", ["2", "2gb", "0g", "-1g", "lots", "1k", "100m", "99999999999t"])
 def test_a_driver_heap_spark_cannot_read_is_refused(monkeypatch, value):
     monkeypatch.setenv("LAKEHOUSE_DRIVER_MEMORY", value)
     with pytest.raises(ValueError, match="LAKEHOUSE_DRIVER_MEMORY: must be a size such as 2g"):
         Settings.load(data_root=Path("/tmp/x"))
+
+
+@pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local[*,3]", "yarn"])
+def test_master_urls_spark_takes_are_taken(monkeypatch, master):
+    monkeypatch.setenv("LAKEHOUSE_SPARK_MASTER", master)
+    assert Settings.load(data_root=Path("/tmp/x")).spark_master == master
+    assert Settings.load(data_root=Path("/tmp/x"), spark_master=master).spark_master == master
+
+
+@pytest.mark.parametrize("master", ["bogus", "local[0]", "local[x]", "spark://host", "local[*] x"])
+def test_a_master_url_spark_cannot_take_is_refused_naming_where_it_came_from(monkeypatch, master):
+    monkeypatch.setenv("LAKEHOUSE_SPARK_MASTER", master)
+    with pytest.raises(ValueError, match=r"^LAKEHOUSE_SPARK_MASTER: must be a master URL Spark"):
+        Settings.load(data_root=Path("/tmp/x"))
+    monkeypatch.delenv("LAKEHOUSE_SPARK_MASTER")
+    with pytest.raises(ValueError, match=r"^--spark-master: must be a master URL Spark takes"):
+        Settings.load(data_root=Path("/tmp/x"), spark_master=master)
+
+
+def test_a_future_tolerance_beyond_a_hundred_years_is_refused_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("LAKEHOUSE_FUTURE_TOLERANCE_HOURS", str(10**15))
+    with pytest.raises(ValueError, match=r"^LAKEHOUSE_FUTURE_TOLERANCE_HOURS: input should be"):
+        Settings.load(data_root=Path("/tmp/x"))
+
+
+@pytest.mark.parametrize(
+    "uri", ["file:///tmp/x/root", "file:/tmp/x/root", "file://localhost/tmp/x/root"]
+)
+def test_a_file_uri_data_root_is_its_local_folder(uri):
+    assert Settings.load(data_root=uri).data_root == Path("/tmp/x/root")
+
+
+@pytest.mark.parametrize("uri", ["file://host/x", "file:x"])
+def test_a_file_uri_of_another_host_or_a_relative_path_is_refused(uri):
+    with pytest.raises(ValueError, match="a file: URI must name a local absolute path"):
+        Settings.load(data_root=uri)
 
 
 @pytest.mark.parametrize("name", ["..", "../gold", "/etc", "a/b", "", ".", "clicks\x00", "x y"])

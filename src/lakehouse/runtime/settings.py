@@ -12,8 +12,9 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
-from lakehouse.environment import Environment, environment
+from lakehouse.environment import Environment, environment, spark_master_url
 from lakehouse.runtime.jars import CHECKOUT_JARS
 from lakehouse.storage.objects import Root, S3Connection, S3Path, is_object_store_uri
 
@@ -33,6 +34,15 @@ def _names(*parts: str) -> tuple[str, ...]:
 
 
 def _data_root(root: str | Path, connection: S3Connection) -> Root:
+    if isinstance(root, str) and root.startswith("file:"):
+        # A file URI names a local folder (`file:///data`, `file:/data`), never a host's.
+        parsed = urlparse(root)
+        if parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
+            raise ValueError(
+                f"unsupported data root {root!r}: a file: URI must name a local absolute "
+                "path (file:///data)"
+            )
+        return Path(unquote(parsed.path)).resolve()
     if isinstance(root, str) and is_object_store_uri(root):
         if not root.startswith(("s3a://", "s3://")):
             raise ValueError(
@@ -126,6 +136,11 @@ class Settings:
             if "data_root" in env.model_fields_set or default_data_root is None
             else default_data_root
         )
+        if spark_master:
+            try:
+                spark_master_url(spark_master)
+            except ValueError as error:
+                raise ValueError(f"--spark-master: {error}, got {spark_master!r}") from None
         return cls(
             data_root=_data_root(root, s3_connection()),
             reports_dir=Path(env.reports_dir).expanduser().resolve() if env.reports_dir else None,

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.errors import LakehouseError
 from lakehouse.runtime import jars
 from lakehouse.runtime.class_archive import archive_path, recording
 from lakehouse.runtime.locks import held_object_lock
@@ -233,6 +234,7 @@ def get_spark(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
+    from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
@@ -242,7 +244,16 @@ def get_spark(
         builder = builder.master(settings.spark_master).appName(app_name)
     for key, value in session_conf(settings, for_tests, streaming).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except PySparkRuntimeError as error:
+        if error.getCondition() != "JAVA_GATEWAY_EXITED":
+            raise
+        raise LakehouseError(
+            f"Spark's JVM exited as it started (master {settings.spark_master!r}, from "
+            f"--spark-master or LAKEHOUSE_SPARK_MASTER; driver heap {settings.driver_memory!r}, "
+            "from LAKEHOUSE_DRIVER_MEMORY): its own words are in the lines above"
+        ) from error
     spark.sparkContext.setLogLevel("WARN")
     fence_commits(spark)
     return spark

@@ -54,7 +54,7 @@ from urllib.parse import quote
 
 from pyspark.sql import functions as F
 
-from lakehouse.errors import LakehouseError
+from lakehouse.errors import LakehouseError, printable
 from lakehouse.storage.objects import (
     Root,
     S3Path,
@@ -120,7 +120,7 @@ def scan_landing(folder: Root, manifests: Root, data_root: Root) -> LandingScan:
     for entry in sorted(_entries(folder), key=lambda e: e.name):
         if entry.name.startswith((".", "_")):
             continue  # files in flight and markers: left alone, silently
-        shown = relative(entry.path, data_root)
+        shown = printable(relative(entry.path, data_root))
         if entry.problem:
             scan.not_read.append(f"{shown}: not read: {entry.problem}")
             continue
@@ -263,8 +263,7 @@ def file_uri(path: str) -> str:
         scheme, path = f"s3a://{bucket}", f"/{key}"
     return scheme + "".join(
         char
-        if char in _URI_PATH_CHARS
-        or (ord(char) > 0x9F and not char.isspace())
+        if char in _URI_PATH_CHARS or (ord(char) > 0x9F and not char.isspace())
         else quote(char, safe="")
         for char in path
     )
