@@ -12,8 +12,9 @@ It keeps a daily schedule for Airflow's own backfills too:
 --to-date ...` creates one run per day, each recomputing its day (Airflow
 refuses to backfill a DAG without a schedule).
 
-Its `backfill` task waits until no run of `lakehouse_incremental` is in
-progress. It starts paused: unpausing it (the trigger dialog's box does)
+Its `backfill`, `validate` and `parity` tasks each wait until no run of
+`lakehouse_incremental` is in progress (a backfill or parity refuses while
+the streams have rows to write). It starts paused: unpausing it (the trigger dialog's box does)
 also starts the run of the day that ended.
 
 For a date range of your choice from the UI, trigger

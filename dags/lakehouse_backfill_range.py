@@ -5,13 +5,15 @@ check_request -> backfill -> validate -> parity
 Trigger it from the UI (the Trigger button opens the form): a start and an
 end date (UTC, both inclusive) and the layers to recompute. It has no
 schedule, and so starts unpaused: triggering it starts this one run and
-nothing else. The form is checked when you press Trigger (an end before the
-start, or a range of more than 366 days without the "Yes, the whole range"
-box, is refused there by the lakehouse Airflow plugin, and the run gets the
-range as its note); a run created some other way (`airflow dags trigger -c
-'{...}'`) is checked by `check_request` and fails with a one-line reason,
-also in its note, before any Spark job. Its `backfill` task waits until no
-run of `lakehouse_incremental` is in progress.
+nothing else. When you press Trigger, Airflow checks each field (a date,
+required, known layers) and creates no run for a form that fails. The range
+as a whole is checked by the run's first task, `check_request`: an end
+before the start, or a range of more than 366 days without the "Yes, the
+whole range" box, fails it with a one-line reason, also in the run's note,
+before any Spark job (the run then shows as failed); a sound range becomes
+the run's note. A run created some other way (`airflow dags trigger -c
+'{...}'`) is checked the same way. Its `backfill`, `validate` and `parity` tasks each
+wait until no run of `lakehouse_incremental` is in progress.
 
 For the dates that received late data, the nightly `lakehouse_backfill`
 does it on its own; `airflow backfill create` works on that one too.

@@ -426,12 +426,29 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
     return _blocked(outcome)
 
 
+def _streams_behind(settings: Settings, command: str, why: str) -> bool:
+    """Whether the streams still have rows to write, which `command` must not start
+    before (`why`); if so, it says so on stderr, with what each stream has left."""
+    from lakehouse.drivers.recovery import streams_behind
+
+    behind = streams_behind(settings)
+    if behind:
+        print(
+            f"lakehouse {command}: refused: the streams still have rows to write; {why}. "
+            f"Run `lakehouse run` (in Airflow: let lakehouse_incremental succeed) first, "
+            f"then the {command}.",
+            file=sys.stderr,
+        )
+        for line in behind:
+            print(f"  {line}", file=sys.stderr)
+    return bool(behind)
+
+
 def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     from lakehouse.catalog.dates import DateRange
     from lakehouse.drivers.backfill import Dates, run_backfill
     from lakehouse.drivers.late import pending_dates
     from lakehouse.drivers.pipeline import reported
-    from lakehouse.drivers.recovery import streams_behind
     from lakehouse.reports.outcome import RunOutcome
     from lakehouse.runtime.runs import new_run_id
     from lakehouse.runtime.spark import get_spark
@@ -441,16 +458,9 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
         print("lakehouse backfill: give --start and --end, or --pending", file=sys.stderr)
         return EXIT_USAGE
     chosen = None if args.pending else DateRange(args.start, args.end)
-    behind = streams_behind(settings)
-    if behind:
-        print(
-            "lakehouse backfill: refused: the streams still have rows to write; after a "
-            "backfill they would write them again (duplicates). Run `lakehouse run` (in "
-            "Airflow: let lakehouse_incremental succeed) first, then the backfill.",
-            file=sys.stderr,
-        )
-        for line in behind:
-            print(f"  {line}", file=sys.stderr)
+    if _streams_behind(
+        settings, "backfill", "after a backfill they would write them again (duplicates)"
+    ):
         return EXIT_REFUSED
     spark = get_spark(settings, app_name="lakehouse-backfill", streaming=False)
     layers = in_order(args.layer, DERIVED_LAYERS)
@@ -490,6 +500,10 @@ def cmd_parity(args: argparse.Namespace, settings: Settings) -> int:
     from lakehouse.runtime.spark import get_spark
 
     dates = DateRange(args.start, args.end)
+    if _streams_behind(
+        settings, "parity", "streaming would differ from batch by the rows not yet written"
+    ):
+        return EXIT_REFUSED
     spark = get_spark(settings, app_name="lakehouse-parity", streaming=False)
     span = f"{dates.start}..{dates.end}"
     run = RunOutcome(new_run_id("parity"), "parity", dt.datetime.now(dt.UTC), dates=span)

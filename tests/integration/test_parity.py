@@ -74,6 +74,22 @@ def test_parity_command_finds_streaming_and_batch_identical(spark, streamed):
     assert report.with_suffix(".html").is_file()
 
 
+def test_parity_and_backfill_refuse_while_the_streams_have_rows_to_write(spark, tmp_path):
+    """After a bronze-only increment, streaming differs from batch by what silver and gold
+    have not written yet: parity would report differences that are not there."""
+    root = str(tmp_path / "root")
+    generate(GeneratorConfig(events=200, seed=3, days=1), Path(root) / "landing")
+    assert run_in_process("run", "--layer", "bronze", "--data-root", root).returncode == 0
+    span = ["--start", str(DAYS.start), "--end", str(DAYS.end), "--data-root", root]
+    for command in ("parity", "backfill"):
+        done = run_in_process(command, *span)
+        assert done.returncode == 4, done.stdout + done.stderr
+        assert f"lakehouse {command}: refused: the streams still have rows to write" in (
+            done.stderr
+        )
+        assert "silver/clicks: its stream has never run" in done.stderr
+
+
 def test_one_backfill_equals_many_streaming_runs(spark, streamed, tmp_path):
     backfilled = settings_for(tmp_path / "backfilled")
     shutil.copytree(streamed.lakehouse / "bronze", backfilled.lakehouse / "bronze")

@@ -1,10 +1,10 @@
 """Date ranges of backfills and parity runs, checked before any Spark job starts.
 
 Plain Python, no pyspark: the Airflow backfill DAGs work out their range in
-a light Python task, and the manual one's form is checked with
-`backfill_request` before its run is created (the Airflow plugin) and again
-when it runs, so a bad date fails in a second with a one-line reason instead
-of after a Spark start-up.
+a light Python task (`check_request`, with `backfill_request` for the
+manual one's form, whose fields Airflow has checked one by one), so a bad
+range fails in a second with a one-line reason instead of after a Spark
+start-up.
 """
 
 from __future__ import annotations

@@ -156,7 +156,9 @@ def backfill_tasks(commands: Any) -> list[LakehouseSubmitOperator]:
     """backfill -> validate -> parity of a backfill DAG, from its checked request's commands.
 
     The backfill recomputes silver and gold from the bronze tables (its inlets); validate
-    checks what it rewrote and, when that passes, updates those tables' Assets.
+    checks what it rewrote and, when that passes, updates those tables' Assets. Each
+    waits out the incremental DAG's runs: a backfill or parity while the streams have
+    rows to write refuses (exit 4), and validate would check tables mid-write.
     """
     return [
         lakehouse_submit(
@@ -167,8 +169,13 @@ def backfill_tasks(commands: Any) -> list[LakehouseSubmitOperator]:
             # Its streams must have written everything first, or the job refuses.
             waits_for=INCREMENTAL_DAG,
         ),
-        lakehouse_submit("validate", commands["validate"], outlets=layer_assets(*DERIVED_LAYERS)),
-        lakehouse_submit("parity", commands["parity"]),
+        lakehouse_submit(
+            "validate",
+            commands["validate"],
+            outlets=layer_assets(*DERIVED_LAYERS),
+            waits_for=INCREMENTAL_DAG,
+        ),
+        lakehouse_submit("parity", commands["parity"], waits_for=INCREMENTAL_DAG),
     ]
 
 
