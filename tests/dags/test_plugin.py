@@ -63,7 +63,14 @@ def test_only_files_inside_the_reports_folder_are_served(tmp_path):
     (tmp_path / "secret.txt").write_text("no")
     assert report_file(reports, "runs/r.html") == (reports / "runs" / "r.html").resolve()
     assert report_file(reports, "") == (reports / "index.html").resolve()
-    for outside in ("../secret.txt", "runs/../../secret.txt", "runs/missing.html", "runs"):
+    names_no_file_has = ("runs/a\x00b.html", "x" * 5000, "runs/" + "x" * 300 + ".html")
+    for outside in (
+        "../secret.txt",
+        "runs/../../secret.txt",
+        "runs/missing.html",
+        "runs",
+        *names_no_file_has,
+    ):
         with pytest.raises(HTTPException) as refused:
             report_file(reports, outside)
         assert refused.value.status_code == 404

@@ -55,12 +55,16 @@ def _login_required() -> Any:
 
 
 def report_file(reports: Path, path: str) -> Path:
-    """The file `path` names inside the reports folder; 404 outside it or if missing."""
+    """The file `path` names inside the reports folder; 404 outside it, if missing, or if
+    no file could have the name (a null byte, a name too long)."""
     root = reports.resolve()
-    target = (root / (path or "index.html")).resolve()
-    if not target.is_relative_to(root) or not target.is_file():
-        raise HTTPException(status_code=404, detail=f"no report {path!r}")
-    return target
+    try:
+        target = (root / (path or "index.html")).resolve()
+        if target.is_relative_to(root) and target.is_file():
+            return target
+    except (OSError, ValueError):
+        pass
+    raise HTTPException(status_code=404, detail=f"no report {path[:200]!r}")
 
 
 # Every page served here is a sandboxed document (an origin of its own, so no
