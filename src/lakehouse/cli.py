@@ -618,6 +618,30 @@ COMMANDS = {
 
 # Commands that write lakehouse tables or checkpoints: one at a time per data root.
 WRITERS = frozenset({"run", "backfill", "maintain", "recover", "migrate"})
+# Commands that may start on a data root that does not exist: `generate` creates it with
+# its landing files, `produce` needs none, and a first `run` creates it (and says so: a
+# root fed only by Kafka holds no landing file to create it). Every other command
+# refuses one: on a share that is not mounted, it would report on empty tables.
+NEW_ROOT_COMMANDS = frozenset({"generate", "produce", "run"})
+
+
+def refuse_a_missing_root(command: str, settings: Settings) -> None:
+    """Stop a command that needs an existing data root when there is none; a `run`
+    says it creates one."""
+    if settings.data_root.exists():
+        return
+    if command not in NEW_ROOT_COMMANDS:
+        raise LakehouseError(
+            f"data root {printable(str(settings.data_root))} does not exist (a typo, or a "
+            "share not mounted?): give the root that `lakehouse run` writes "
+            "(--data-root or LAKEHOUSE_DATA_ROOT)"
+        )
+    if command == "run":
+        _echo(
+            f"data root {printable(str(settings.data_root))} does not exist: this first run "
+            "creates it (if it should exist, check the path or the mount); it ingests what "
+            "landing/<source>/ holds, or Kafka: `lakehouse generate` writes sample files"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -632,6 +656,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             spark_master=getattr(args, "spark_master", None),
             kafka_bootstrap_servers=getattr(args, "kafka_bootstrap_servers", None),
         )
+        refuse_a_missing_root(args.command, settings)
         if args.command not in WRITERS:
             return COMMANDS[args.command](args, settings)
         with writer_lock(

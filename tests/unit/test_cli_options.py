@@ -46,3 +46,27 @@ def test_debug_prints_the_traceback_of_a_failure(tmp_path, capsys):
     assert main(["--debug", *command]) == 1
     loud = capsys.readouterr().err
     assert "Traceback (most recent call last)" in loud and "lakehouse generate: error:" in loud
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["validate"],
+        ["backfill", "--pending"],
+        ["parity", "--start", "2026-11-01", "--end", "2026-11-01"],
+        ["maintain"],
+        ["recover", "--layer", "silver"],
+        ["state"],
+    ],
+)
+def test_a_missing_data_root_is_refused_and_not_created(tmp_path, capsys, command):
+    """A share not mounted must not become an empty lakehouse that 'passes'."""
+    missing = tmp_path / "not-mounted" / "lakehouse"
+    assert main(["--data-root", str(missing), *command]) == 1
+    error = capsys.readouterr().err.strip()
+    assert error == (
+        f"lakehouse {command[0]}: error: data root {missing} does not exist (a typo, or a "
+        "share not mounted?): give the root that `lakehouse run` writes (--data-root or "
+        "LAKEHOUSE_DATA_ROOT)"
+    )
+    assert not missing.parent.exists()
