@@ -3,6 +3,7 @@ notes. (The live api-server is exercised in tests/integration/test_airflow_ui.py
 
 from __future__ import annotations
 
+import json
 from importlib.metadata import entry_points
 
 import pytest
@@ -13,6 +14,7 @@ from lakehouse.orchestration.plugin import (
     LakehousePlugin,
     no_reports_page,
     noted,
+    report_dag,
     report_file,
     served,
 )
@@ -74,3 +76,33 @@ def test_only_files_inside_the_reports_folder_are_served(tmp_path):
         with pytest.raises(HTTPException) as refused:
             report_file(reports, outside)
         assert refused.value.status_code == 404
+
+
+def test_each_report_page_belongs_to_the_dag_whose_run_wrote_it(tmp_path):
+    """Who may read a page is who may read that DAG's runs; None: every DAG's runs."""
+    reports = tmp_path / "reports"
+    (reports / "runs").mkdir(parents=True)
+    airflow = {"dag_id": "lakehouse_incremental", "run_id": "manual__1", "task_id": "silver"}
+    for run_id, context in (("run-a", airflow), ("run-b", None)):
+        summary = {"run_id": run_id, "airflow": context}
+        (reports / "runs" / f"{run_id}.json").write_text(json.dumps(summary))
+    (reports / "runs" / "run-c.json").write_text("[not a summary")
+    assert report_dag(reports, "runs/run-a.html") == "lakehouse_incremental"
+    assert report_dag(reports, "runs/run-a.json") == "lakehouse_incremental"
+    assert report_dag(reports, "quality/run-a.html") == "lakehouse_incremental"
+    assert report_dag(reports, "dag-runs/lakehouse_backfill/manual__2.html") == (
+        "lakehouse_backfill"
+    )
+    # Run outside Airflow, a damaged summary, no summary, pages of every run's.
+    for path in (
+        "runs/run-b.html",
+        "runs/run-c.html",
+        "runs/missing.html",
+        "runs/a\x00b.html",
+        "index.html",
+        "tables/silver/clicks.html",
+        "data_docs/validations/silver/clicks/x.html",
+        "runs/../dag-runs/lakehouse_backfill/x.html",
+        "dag-runs/../index.html",
+    ):
+        assert report_dag(reports, path) is None, path

@@ -5,7 +5,11 @@ Registered through the `airflow.plugins` entry point of this package
 image loads it; `airflow plugins` lists it.
 
 - `/lakehouse/reports/<path>`: the reports folder (run reports, the index,
-  Data Docs), served by the api-server to logged-in users only. A browser
+  Data Docs), served by the api-server to logged-in users, each page to those
+  Airflow's auth manager lets read the runs of the DAG that wrote it
+  (`report_dag`); a page of every run's (the index, the tables' and Data Docs
+  pages) or of a command run outside Airflow, to those who may read every
+  DAG's runs. A browser
   will not follow `file://` links from an `http://` page, so this is what the
   tasks' extra links ("Run report", "Data quality") and the views below open.
 - Views: "Lakehouse reports" in the Browse menu (the index, with its
@@ -24,14 +28,15 @@ against its Param schema before it creates a run, and the DAG's first task,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from html import escape
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from airflow.listeners import hookimpl
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from lakehouse.orchestration.operators import OUTCOME_KEY, REPORTS_URL, QualityLink, RunReportLink
@@ -52,6 +57,36 @@ def _login_required() -> Any:
     from airflow.api_fastapi.core_api.security import requires_access_view
 
     return Depends(requires_access_view(AccessView.WEBSITE))
+
+
+def may_read_runs_of(dag_id: str | None, request: Request, user: Any) -> None:
+    """Airflow's own check that `user` may read the runs of DAG `dag_id` (None: of every
+    DAG): a 403 from Airflow when not."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+    from airflow.api_fastapi.core_api.security import requires_access_dag
+
+    requires_access_dag("GET", DagAccessEntity.RUN, param_dag_id=dag_id)(request, user)
+
+
+def report_dag(reports: Path, path: str) -> str | None:
+    """The DAG whose run wrote the report page `path`: a DAG run's page names it, a
+    run's report and quality page say it in the run's summary (`runs/<run id>.json`,
+    written by an Airflow task). None for a page of every run's or of a command run
+    outside Airflow."""
+    parts = PurePosixPath(path).parts
+    if ".." in parts:  # names another page than it seems to: that one's rule, or none
+        return None
+    if len(parts) == 3 and parts[0] == "dag-runs":
+        return parts[1]
+    if len(parts) != 2 or parts[0] not in ("runs", "quality"):
+        return None
+    summary = reports / "runs" / f"{PurePosixPath(parts[1]).stem}.json"
+    try:
+        airflow = json.loads(summary.read_text()).get("airflow")
+    except (OSError, ValueError, AttributeError):
+        return None
+    dag_id = airflow.get("dag_id") if isinstance(airflow, dict) else None
+    return dag_id if isinstance(dag_id, str) and dag_id else None
 
 
 def report_file(reports: Path, path: str) -> Path:
@@ -101,14 +136,18 @@ def no_reports_page(dag_id: str, run_id: str) -> str:
 
 
 def reports_app() -> FastAPI:
+    from airflow.api_fastapi.core_api.security import get_user
+
     app = FastAPI(title="lakehouse reports", docs_url=None, redoc_url=None, openapi_url=None)
     login = [_login_required()]
+    user = Depends(get_user)  # the logged-in user, for the checks of each page's DAG
     prefix = REPORTS_URL.removeprefix("/lakehouse")
 
     @app.get(prefix + "/dag-runs/{dag_id}/{run_id}", dependencies=login)
-    def dag_run_reports(dag_id: str, run_id: str) -> Response:
+    def dag_run_reports(dag_id: str, run_id: str, request: Request, user: Any = user) -> Response:
         """A DAG run's page: by its file name (the index's links), or by the run id
         itself (the DAG-run tab's link, `{RUN_ID}`)."""
+        may_read_runs_of(dag_id, request, user)
         page = f"dag-runs/{dag_id}/{run_id}"
         if not run_id.endswith(".html"):
             page = dag_run_page(dag_id, run_id)
@@ -121,8 +160,10 @@ def reports_app() -> FastAPI:
         return HTMLResponse(no_reports_page(dag_id, run_id), headers=REPORT_HEADERS)
 
     @app.get(prefix + "/{path:path}", dependencies=login)
-    def reports(path: str) -> FileResponse:
-        return served(report_file(settings().reports, path))
+    def reports(path: str, request: Request, user: Any = user) -> FileResponse:
+        folder = settings().reports
+        may_read_runs_of(report_dag(folder, path), request, user)
+        return served(report_file(folder, path))
 
     return app
 
