@@ -125,7 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
-        "--debug", action="store_true", help="on a failure, print the whole Python traceback"
+        "--debug",
+        action="store_true",
+        help="on a failure, print whole tracebacks, Python's and the JVM's (LAKEHOUSE_DEBUG)",
     )
     _global_arguments(parser)
     # Also accepted after the command (`lakehouse run --data-root D`), as the contract has it.
@@ -655,7 +657,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             data_root=getattr(args, "data_root", None),
             spark_master=getattr(args, "spark_master", None),
             kafka_bootstrap_servers=getattr(args, "kafka_bootstrap_servers", None),
+            debug=debug,
         )
+        debug = settings.debug
         refuse_a_missing_root(args.command, settings)
         if args.command not in WRITERS:
             return COMMANDS[args.command](args, settings)
@@ -676,6 +680,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 _PYTHON_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.MULTILINE)
+# A JVM error with Spark's error class (`[FAILED_READ_FILE.NO_HINT] Encountered error
+# while reading file ...`), and the root cause of a JVM error (`Caused by: ...`).
+_SPARK_ERROR = re.compile(
+    r"([A-Za-z_][\w.$]*(?:Error|Exception)): (\[[A-Z][A-Z0-9_.]*\] [^\n]*?)\s*(?:SQLSTATE: \w+)?$",
+    re.MULTILINE,
+)
+_CAUSE = re.compile(r"^Caused by: ([\w.$]+(?:Error|Exception)): ([^\n]*)$", re.MULTILINE)
 
 
 def explain(error: BaseException) -> str:
@@ -684,11 +695,20 @@ def explain(error: BaseException) -> str:
     A streaming query that failed in Python code (a foreachBatch writer)
     reports it wrapped in Spark's `[STREAM_FAILED] ...` text with the Python
     traceback inside; the innermost Python error line is the useful part.
+    A Spark job that failed in the JVM (a file it could not read) is a
+    `Py4JJavaError` whose first line names a method call: its innermost Spark
+    error (which names the file) and its root cause are the useful parts.
     """
     text = str(error).strip()
     inner = _PYTHON_ERROR.findall(text)
     if inner:
         name, message = inner[-1]
         return printable(f"{name.rsplit('.', 1)[-1]}: {message}")
+    spark = _SPARK_ERROR.findall(text)
+    if spark:
+        name, message = spark[-1]
+        causes = _CAUSE.findall(text)
+        cause = f" ({causes[-1][0].rsplit('.', 1)[-1]}: {causes[-1][1]})" if causes else ""
+        return printable(f"{name.rsplit('.', 1)[-1]}: {message}{cause}")
     first = text.splitlines()[0] if text else ""
     return printable(f"{type(error).__name__}: {first}")

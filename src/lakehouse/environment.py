@@ -123,6 +123,10 @@ class Environment(BaseSettings):
         description="`false` goes on when Kafka deleted messages bronze had not read, skipping them uncounted (Spark's `failOnDataLoss`)",
     )
     # How a run goes.
+    debug: bool = Field(
+        False,
+        description="a failure prints whole tracebacks, Python's and the JVM's log lines' (as `--debug`); else one line each",
+    )
     lock_timeout: int = Field(
         900,
         ge=0,

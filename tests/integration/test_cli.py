@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from tests.helpers import run_cli
@@ -58,6 +60,28 @@ def test_a_jvm_that_cannot_start_is_one_line_naming_the_settings_it_took(tmp_pat
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("lakehouse validate: error: Spark's JVM exited as it started")
     assert "LAKEHOUSE_SPARK_MASTER" in last and "LAKEHOUSE_DRIVER_MEMORY" in last
+
+
+def test_a_file_spark_cannot_read_is_one_line_naming_it_with_the_traces_behind_debug(
+    streamed_root, tmp_path
+):
+    root = tmp_path / "root"
+    shutil.copytree(streamed_root, root, symlinks=True)
+    damaged = sorted((root / "lakehouse" / "bronze" / "clicks").rglob("*.parquet"))[0]
+    damaged.write_bytes(b"not parquet")
+    command = ("backfill", "--start", "2026-11-01", "--end", "2026-11-01", "--data-root", str(root))
+    quiet = run_cli(*command)
+    assert quiet.returncode == 1, quiet.stdout + quiet.stderr
+    last = quiet.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "lakehouse backfill: failed: SparkException: [FAILED_READ_FILE.NO_HINT] Encountered "
+        f"error while reading file file:{damaged}"
+    ), quiet.stderr
+    assert "\tat org.apache" not in quiet.stderr and len(quiet.stderr.splitlines()) < 10
+    loud = run_cli("--debug", *command)
+    assert loud.returncode == 1
+    assert loud.stderr.count("\tat org.apache") > 20 and "Traceback" in loud.stderr
+    assert loud.stderr.strip().splitlines()[-1] == last
 
 
 def test_a_failed_stream_is_explained_by_its_innermost_python_error():

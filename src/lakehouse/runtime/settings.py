@@ -104,6 +104,9 @@ class Settings:
     # its watermark gets a warning (the late_drops checks): recover the rows with
     # `lakehouse backfill --pending`.
     late_share_warning: float = 0.05
+    # Whole tracebacks of a failure, Python's and the JVM's log lines' (`--debug`):
+    # else a failure is one line, and the JVM's log lines one line each.
+    debug: bool = False
     # A layer's queries run at the same time on up to this many threads, each once
     # the tables of its layer it reads have been checked: LAKEHOUSE_QUERY_THREADS
     # (bronze has three sources). 1: one after the other.
@@ -127,6 +130,7 @@ class Settings:
         spark_master: str | None = None,
         default_data_root: str | Path | None = None,
         kafka_bootstrap_servers: str | None = None,
+        debug: bool = False,
     ) -> Settings:
         """Flags first, then the environment (`lakehouse.environment`), then defaults;
         `default_data_root` replaces the environment's default data root."""
@@ -158,6 +162,7 @@ class Settings:
             kafka_max_offsets_per_trigger=env.kafka_max_offsets_per_trigger,
             kafka_fail_on_data_loss=env.kafka_fail_on_data_loss,
             late_share_warning=env.late_share_warning,
+            debug=debug or env.debug,
             query_threads=env.query_threads,
             check_arrow_max_rows=env.check_arrow_max_rows,
             jars_dir=jars_folder(env),

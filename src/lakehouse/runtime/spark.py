@@ -76,9 +76,10 @@ def delta_conf() -> dict[str, str]:
     }
 
 
-def driver_java_options(short_lived: bool = True) -> str:
-    """The driver JVM's options: UTC, our log4j configuration (quiet console), and
-    the parallel garbage collector.
+def driver_java_options(short_lived: bool = True, traces: bool = False) -> str:
+    """The driver JVM's options: UTC, our log4j configuration (quiet console: each
+    message one line, unless `traces`, the JVM's stack traces too), and the parallel
+    garbage collector.
 
     In local mode every task runs in the driver JVM, and a run is a batch job:
     throughput counts, not pause times: G1 (Java's default) paused longer and
@@ -99,7 +100,11 @@ def driver_java_options(short_lived: bool = True) -> str:
     writes it at exit instead. A JVM that finds the archive does not match its class
     path runs without it, silently (`-Xlog:cds=off`).
     """
-    options = f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J} -XX:+UseParallelGC"
+    options = (
+        f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J} "
+        f"-Dlakehouse.traces={str(traces).lower()} "
+        f"-Dlakehouse.task_warnings={'warn' if traces else 'error'} -XX:+UseParallelGC"
+    )
     if short_lived:
         options += " -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m"
     archive, recording_to = archive_path(), recording()
@@ -114,7 +119,7 @@ def driver_conf(settings: Settings, short_lived: bool = True) -> dict[str, str]:
     """The driver JVM's heap and options (`driver_java_options`)."""
     return {
         "spark.driver.memory": settings.driver_memory,
-        "spark.driver.extraJavaOptions": driver_java_options(short_lived),
+        "spark.driver.extraJavaOptions": driver_java_options(short_lived, settings.debug),
     }
 
 
