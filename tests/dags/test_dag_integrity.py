@@ -209,6 +209,10 @@ def test_backfill_dags_check_the_request_before_the_spark_jobs(bag, dag_id):
     assert dag.get_task("backfill").downstream_task_ids == {"validate"}
     assert dag.get_task("validate").downstream_task_ids == {"parity"}
     assert dag.get_task("backfill").pool == WRITERS_POOL
+    # Each waits out the incremental run: backfill and parity refuse (exit 4) while the
+    # streams have rows to write, and validate would check tables mid-write.
+    for task_id in ("backfill", "validate", "parity"):
+        assert dag.get_task(task_id).waits_for == "lakehouse_incremental", task_id
     # The backfill reads bronze; its validate task updates the Assets of what it rewrote.
     assert {a.extra["table"] for a in dag.get_task("backfill").inlets} == {
         f"bronze/{source}" for source in SOURCES
