@@ -96,6 +96,7 @@ def test_backfill_refuses_bad_ranges_before_starting_spark(tmp_path, start, end,
     # With no Java, starting Spark would fail first, with another message.
     no_java = {"JAVA_HOME": str(tmp_path / "no-java")}
     root = tmp_path / "data"
+    root.mkdir()  # a root that does not exist is refused first (test_cli_options.py)
     done = run_cli(
         "backfill", "--start", start, "--end", end, "--data-root", str(root), env=no_java
     )
