@@ -62,6 +62,16 @@ def test_a_jvm_that_cannot_start_is_one_line_naming_the_settings_it_took(tmp_pat
     assert "LAKEHOUSE_SPARK_MASTER" in last and "LAKEHOUSE_DRIVER_MEMORY" in last
 
 
+def test_a_first_run_on_a_missing_root_says_it_creates_it(tmp_path):
+    missing = tmp_path / "new-root"
+    # Without Java the run ends as Spark starts: what it said before is what counts here.
+    done = run_cli("run", "--data-root", str(missing), env={"JAVA_HOME": "/nowhere"})
+    assert done.stdout.startswith(
+        f"data root {missing} does not exist: this first run creates it (if it should "
+        "exist, check the path or the mount)"
+    ), done.stdout + done.stderr
+
+
 def test_a_file_spark_cannot_read_is_one_line_naming_it_with_the_traces_behind_debug(
     streamed_root, tmp_path
 ):
