@@ -306,17 +306,19 @@ def prepare_files(uris: list[str], staging: Root, max_line_bytes: int, root: Roo
     once the micro-batch is written. Files are read in parallel: zlib decompresses
     outside the GIL."""
 
-    def prepare(index: int, uri: str) -> tuple[Root, str | None]:
-        path = landing_file(uri, root)
-        if spark_reads_directly(path.name):
+    paths = [landing_file(uri, root) for uri in uris]
+    copied = {index for index, path in enumerate(paths) if not spark_reads_directly(path.name)}
+    if copied:
+        staging.mkdir(parents=True, exist_ok=True)
+
+    def prepare(index: int, path: Root) -> tuple[Root, str | None]:
+        if index not in copied:
             return path, unreadable_file_reason(path, max_line_bytes)
         copy = staging / f"{index}.jsonl"
         return copy, unreadable_file_reason(path, max_line_bytes, copy_to=copy)
 
-    if not all(spark_reads_directly(landing_file(uri, root).name) for uri in uris):
-        staging.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
-        outcomes = list(pool.map(prepare, range(len(uris)), uris))
+        outcomes = list(pool.map(prepare, range(len(paths)), paths))
     prepared = PreparedFiles({}, {})
     for uri, (path, reason) in zip(uris, outcomes, strict=True):
         if reason:
