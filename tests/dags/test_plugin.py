@@ -1,5 +1,6 @@
-"""The lakehouse Airflow plugin: registered, serves only the reports folder, writes run
-notes. (The live api-server is exercised in tests/integration/test_airflow_ui.py.)"""
+"""The lakehouse Airflow plugin: registered, serves only the reports folder to those who
+may read it, writes run notes. (The live api-server is exercised in
+tests/integration/test_airflow_ui.py.)"""
 
 from __future__ import annotations
 
@@ -106,3 +107,74 @@ def test_each_report_page_belongs_to_the_dag_whose_run_wrote_it(tmp_path):
         "dag-runs/../index.html",
     ):
         assert report_dag(reports, path) is None, path
+
+
+@pytest.fixture
+def teams_airflow(tmp_path, monkeypatch):
+    """Airflow's own API app with its metadata database and its simple auth manager in
+    multi-team mode: the DAGs of the `dags-folder` bundle belong to team `lakehouse`;
+    `insider` is a viewer in that team, `outsider` a viewer in another. A report page
+    written by a `lakehouse_incremental` run, and the index, in the data root."""
+    from airflow.api_fastapi.app import create_app, purge_cached_app
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.models.dag import DagModel
+    from airflow.models.team import Team
+    from airflow.utils.db import initdb
+    from airflow.utils.session import create_session
+
+    bundle = {
+        "name": "dags-folder",
+        "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+    }
+    for key, value in {
+        "AIRFLOW__CORE__MULTI_TEAM": "True",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": (
+            "insider:viewer:lakehouse,outsider:viewer:others"
+        ),
+        "AIRFLOW__API_AUTH__JWT_SECRET": "k" * 64,
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp_path / "passwords.json"),
+        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(
+            [{**bundle, "kwargs": {}, "team_name": "lakehouse"}]
+        ),
+        "LAKEHOUSE_DATA_ROOT": str(tmp_path),
+    }.items():
+        monkeypatch.setenv(key, value)
+    runs = tmp_path / "reports" / "runs"
+    runs.mkdir(parents=True)
+    (runs.parent / "index.html").write_text("every run")
+    (runs / "run-a.html").write_text("run a")
+    (runs / "run-a.json").write_text(json.dumps({"airflow": {"dag_id": "lakehouse_incremental"}}))
+    initdb()
+    with create_session() as session:
+        session.add_all([Team(name="lakehouse"), Team(name="others")])
+    DagBundlesManager().sync_bundles_to_db()
+    with create_session() as session:
+        session.merge(DagModel(dag_id="lakehouse_incremental", bundle_name="dags-folder"))
+    purge_cached_app()
+    yield create_app("core")
+    purge_cached_app()
+
+
+def test_a_report_page_is_served_to_whoever_may_read_the_runs_of_its_dag(teams_airflow):
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from fastapi.testclient import TestClient
+
+    client = TestClient(teams_airflow)
+
+    def status(user: str, team: str, page: str) -> int:
+        viewer = SimpleAuthManagerUser(username=user, role="viewer", teams=[team])
+        token = get_auth_manager().generate_jwt(viewer)
+        client.cookies.set("_token", token)
+        return client.get(f"/lakehouse/reports/{page}").status_code
+
+    assert status("insider", "lakehouse", "runs/run-a.html") == 200
+    assert status("insider", "lakehouse", "index.html") == 200
+    assert status("outsider", "others", "runs/run-a.html") == 403
+    # A page of every run's needs every DAG's runs; a query string cannot name another DAG.
+    assert status("outsider", "others", "index.html") == 403
+    assert status("outsider", "others", "index.html?dag_id=lakehouse_incremental") == 403
+    assert status("outsider", "others", "runs/run-a.html?dag_id=x") == 403
+    assert status("outsider", "others", "dag-runs/lakehouse_incremental/r.html") == 403
+    client.cookies.clear()
+    assert client.get("/lakehouse/reports/index.html").status_code == 401

@@ -29,14 +29,13 @@ against its Param schema before it creates a run, and the DAG's first task,
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
 from html import escape
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from airflow.listeners import hookimpl
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from lakehouse.orchestration.operators import OUTCOME_KEY, REPORTS_URL, QualityLink, RunReportLink
@@ -44,11 +43,6 @@ from lakehouse.orchestration.tasks import settings
 from lakehouse.runtime.runs import dag_run_page
 
 RANGE_DAG = "lakehouse_backfill_range"
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 
 def _login_required() -> Any:
@@ -59,13 +53,34 @@ def _login_required() -> Any:
     return Depends(requires_access_view(AccessView.WEBSITE))
 
 
-def may_read_runs_of(dag_id: str | None, request: Request, user: Any) -> None:
-    """Airflow's own check that `user` may read the runs of DAG `dag_id` (None: of every
-    DAG): a 403 from Airflow when not."""
-    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
-    from airflow.api_fastapi.core_api.security import requires_access_dag
+def may_read_runs_of(dag_id: str | None, user: Any) -> None:
+    """A 403 unless Airflow's auth manager lets `user` read the runs of DAG `dag_id`, with
+    its team, as Airflow's own API asks; None: of every DAG Airflow knows. Asked here,
+    not through `requires_access_dag`, which takes a `dag_id` from the query string when
+    given none: `?dag_id=` would choose whose rule a page is read under."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.batch_apis import IsAuthorizedDagRequest
+    from airflow.api_fastapi.auth.managers.models.resource_details import (
+        DagAccessEntity,
+        DagDetails,
+    )
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
 
-    requires_access_dag("GET", DagAccessEntity.RUN, param_dag_id=dag_id)(request, user)
+    with create_session() as session:
+        dag_ids = [dag_id] if dag_id else list(session.scalars(select(DagModel.dag_id)))
+        teams = DagModel.get_dag_id_to_team_name_mapping(dag_ids, session=session)
+    requests = [
+        IsAuthorizedDagRequest(
+            method="GET",
+            access_entity=DagAccessEntity.RUN,
+            details=DagDetails(id=dag, team_name=teams.get(dag)),
+        )
+        for dag in dag_ids or [None]
+    ]
+    if not get_auth_manager().batch_is_authorized_dag(requests, user=user):
+        raise HTTPException(status_code=403, detail="Forbidden")
 
 
 def report_dag(reports: Path, path: str) -> str | None:
@@ -144,10 +159,10 @@ def reports_app() -> FastAPI:
     prefix = REPORTS_URL.removeprefix("/lakehouse")
 
     @app.get(prefix + "/dag-runs/{dag_id}/{run_id}", dependencies=login)
-    def dag_run_reports(dag_id: str, run_id: str, request: Request, user: Any = user) -> Response:
+    def dag_run_reports(dag_id: str, run_id: str, user: Any = user) -> Response:
         """A DAG run's page: by its file name (the index's links), or by the run id
         itself (the DAG-run tab's link, `{RUN_ID}`)."""
-        may_read_runs_of(dag_id, request, user)
+        may_read_runs_of(dag_id, user)
         page = f"dag-runs/{dag_id}/{run_id}"
         if not run_id.endswith(".html"):
             page = dag_run_page(dag_id, run_id)
@@ -160,9 +175,9 @@ def reports_app() -> FastAPI:
         return HTMLResponse(no_reports_page(dag_id, run_id), headers=REPORT_HEADERS)
 
     @app.get(prefix + "/{path:path}", dependencies=login)
-    def reports(path: str, request: Request, user: Any = user) -> FileResponse:
+    def reports(path: str, user: Any = user) -> FileResponse:
         folder = settings().reports
-        may_read_runs_of(report_dag(folder, path), request, user)
+        may_read_runs_of(report_dag(folder, path), user)
         return served(report_file(folder, path))
 
     return app
