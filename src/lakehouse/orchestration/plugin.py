@@ -71,13 +71,10 @@ def may_read_runs_of(dag_id: str | None, user: Any) -> None:
     with create_session() as session:
         dag_ids = [dag_id] if dag_id else list(session.scalars(select(DagModel.dag_id)))
         teams = DagModel.get_dag_id_to_team_name_mapping(dag_ids, session=session)
+    dags = [DagDetails(id=dag, team_name=teams.get(dag)) for dag in dag_ids] or [DagDetails()]
     requests = [
-        IsAuthorizedDagRequest(
-            method="GET",
-            access_entity=DagAccessEntity.RUN,
-            details=DagDetails(id=dag, team_name=teams.get(dag)),
-        )
-        for dag in dag_ids or [None]
+        IsAuthorizedDagRequest(method="GET", access_entity=DagAccessEntity.RUN, details=dag)
+        for dag in dags
     ]
     if not get_auth_manager().batch_is_authorized_dag(requests, user=user):
         raise HTTPException(status_code=403, detail="Forbidden")
