@@ -484,7 +484,14 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
             outcome.dates = f"{chosen.start}..{chosen.end}"
         dates: Dates = pending if chosen is None else chosen
         if dates:
-            for result in run_backfill(spark, settings, dates, layers):
+            results, also = run_backfill(spark, settings, dates, layers)
+            if also:
+                outcome.dates += f", and {', '.join(map(str, also))}"
+                print(
+                    f"backfill: also {len(also)} date(s) holding other copies of their "
+                    f"event ids: {', '.join(map(str, also))}"
+                )
+            for result in results:
                 outcome.stages.append(result)
                 print(result.summary(), flush=True)
     if dates:

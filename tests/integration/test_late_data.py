@@ -68,9 +68,11 @@ def write_late_arrivals(root: Path, tag: str = "late", sources: tuple[str, ...] 
             (root / "landing" / source / f"{tag}-arrivals.jsonl").write_text(text)
 
 
-def assert_late_day_as_everything(ours: Path, scratch: Path) -> None:
-    """Every table's rows of the late day equal those of a backfill of everything (on a
-    copy of the data root in `scratch`)."""
+def assert_late_day_as_everything(
+    ours: Path, scratch: Path, days: tuple[dt.date, ...] = (LATE_DAY,)
+) -> None:
+    """Every table's rows of the late day (or of `days`) equal those of a backfill of
+    everything (on a copy of the data root in `scratch`)."""
     everything = scratch / "everything"
     shutil.copytree(ours, everything)
     full = run_in_process(
@@ -79,9 +81,10 @@ def assert_late_day_as_everything(ours: Path, scratch: Path) -> None:
     assert full.returncode == 0, full.stderr
     mine, reference = settings_for(ours), settings_for(everything)
     for layer, name in TABLE_NAMES:
-        assert rows_of_day(mine.table(layer, name), LATE_DAY) == rows_of_day(
-            reference.table(layer, name), LATE_DAY
-        ), f"{layer}/{name}"
+        for day in days:
+            assert rows_of_day(mine.table(layer, name), day) == rows_of_day(
+                reference.table(layer, name), day
+            ), f"{layer}/{name} {day}"
 
 
 def latest_report(root: Path) -> Path:
@@ -101,8 +104,65 @@ def rows_of_day(path: Path, day: dt.date) -> list[str]:
     return sorted(json.dumps(row, default=str, sort_keys=True) for row in rows)
 
 
+# The on-time second copies of late ids: on the second day, after every generated event.
+SECOND_DAY = dt.date(2026, 11, 2)
+COPIED = {"impressions": "late-i0", "clicks": "late-c0", "user_actions": "late-e0"}
+
+
+def write_second_copies(root: Path) -> None:
+    """A later copy of one late id per source, with another event time (on the second
+    day, after every generated event: not late)."""
+    for source, text in late_lines().items():
+        first = json.loads(text.splitlines()[0])
+        first["event_time"] = "2026-11-02T23:59:30+00:00"
+        assert COPIED[source] in first.values()
+        (root / "landing" / source / "second-copies.jsonl").write_text(json.dumps(first) + "\n")
+
+
+def dates_of(root: Path, source: str) -> list[dt.date]:
+    """The dates silver holds the copied id of `source` on."""
+    key = {"impressions": "impression_id", "clicks": "click_id", "user_actions": "event_id"}
+    rows = delta_table(settings_for(root).table("silver", source)).to_pylist()
+    return sorted(row[EVENT_DATE] for row in rows if row[key[source]] == COPIED[source])
+
+
+def assert_a_second_date_of_an_id_fails_the_check(spark, root: Path, copy: Path) -> None:
+    """On a copy of `root`: the first copy of `late-i0` written on its own date beside
+    the second (what `--pending` did before it widened its dates) fails silver's checks
+    of the new rows, though each date alone holds the id once."""
+    from pyspark.sql import functions as F
+
+    from lakehouse.storage.delta import read_table
+
+    shutil.copytree(root, copy)
+    settings = settings_for(copy)
+    table = settings.table("silver", "impressions")
+    columns = read_table(spark, table).columns
+    first = (
+        read_table(spark, settings.table("bronze", "impressions"))
+        .where(F.col("impression_id") == COPIED["impressions"])
+        .withColumn(EVENT_DATE, F.to_date("event_time"))
+        .where(F.col(EVENT_DATE) == LATE_DAY)
+        .select(*columns)
+    )
+    first.write.format("delta").mode("append").save(str(table))
+    checked = run_in_process(
+        "validate", "--layer", "silver", "--new-rows", "--data-root", str(copy)
+    )
+    assert checked.returncode == 3, checked.stdout + checked.stderr
+    failed = [line for line in checked.stdout.splitlines() if "BLOCKING" in line]
+    assert len(failed) == 1, checked.stdout
+    assert "no impression_id of the new rows is also on another date" in failed[0]
+
+
 def test_backfill_pending_recomputes_the_dates_of_late_rows_once(spark, tmp_path):
-    """The commands run in this process (`run_in_process`), on the tests' Spark session."""
+    """The commands run in this process (`run_in_process`), on the tests' Spark session.
+
+    The late ids get second copies, on time, on the second day: the first copy of an
+    id arrived after the watermark (dropped, kept in bronze), the second is kept by
+    the stream. Whichever backfill touches either date, `--pending` or either date
+    alone, recomputes both: afterwards the id is once in silver, on its first copy's
+    date."""
     root = tmp_path / "data"
     generate(GeneratorConfig(events=2000, seed=31, days=2, late_rate=0.0), root / "landing")
     first = run_in_process("run", "--data-root", str(root))
@@ -132,19 +192,43 @@ def test_backfill_pending_recomputes_the_dates_of_late_rows_once(spark, tmp_path
     page = latest_report(root).with_suffix(".html").read_text()
     assert "silver/impressions dropped 100.0% of its input as late" in page
 
+    write_second_copies(root)
+    copies_run = run_in_process("run", "--data-root", str(root))
+    assert copies_run.returncode == 0, copies_run.stdout + copies_run.stderr
+    for source in COPIED:
+        assert dates_of(root, source) == [SECOND_DAY], source
+    alone = {day: tmp_path / f"alone-{day}" for day in (LATE_DAY, SECOND_DAY)}
+    for day, copy in alone.items():
+        shutil.copytree(root, copy)
+        done = run_in_process(
+            "backfill", "--start", str(day), "--end", str(day), "--data-root", str(copy)
+        )
+        assert done.returncode == 0, done.stderr
+        other = SECOND_DAY if day == LATE_DAY else LATE_DAY
+        assert f"also 1 date(s) holding other copies of their event ids: {other}" in done.stdout
+
+    assert_a_second_date_of_an_id_fails_the_check(spark, root, tmp_path / "two-dates")
+
     pending = run_in_process("backfill", "--pending", "--data-root", str(root))
     assert pending.returncode == 0, pending.stderr
     assert f"date(s): {LATE_DAY}" in pending.stdout, pending.stdout
     assert "2026-11-02" not in pending.stdout.splitlines()[0]
+    assert f"event ids: {SECOND_DAY}" in pending.stdout, pending.stdout
     # The backfill's report names the dates and what it wrote to each table.
     backfill = json.loads(latest_report(root).read_text())
-    assert (backfill["command"], backfill["dates"]) == ("backfill", f"pending: {LATE_DAY}")
+    assert (backfill["command"], backfill["dates"]) == (
+        "backfill",
+        f"pending: {LATE_DAY}, and {SECOND_DAY}",
+    )
     written = {s["stage"]: sum(s["rows_out"].values()) for s in backfill["stages"]}
     assert written["silver/impressions"] > 30 and all(s["batch"] for s in backfill["stages"])
     assert "wrote " in pending.stdout and " in 0 " not in pending.stdout
+    for data_root in (root, *alone.values()):
+        for source in COPIED:
+            assert dates_of(data_root, source) == [LATE_DAY], (data_root, source)
 
-    # The late day now holds what a backfill of everything gives it.
-    assert_late_day_as_everything(root, tmp_path)
+    # Both dates now hold what a backfill of everything gives them.
+    assert_late_day_as_everything(root, tmp_path, days=(LATE_DAY, SECOND_DAY))
     impressions = rows_of_day(settings_for(root).table("silver", "impressions"), LATE_DAY)
     assert sum('"late-i' in row for row in impressions) == 30
 

@@ -8,13 +8,19 @@ the closing rules applied to given watermarks:
   range closes exactly what a backfill of everything closes. Each table's
   dates in the range are replaced in one atomic, conflict-checked Delta commit
   (`gold/user_status`, a current-state table, is replaced whole).
+- The dates follow the copies (`widen`): an event id whose copies fall on
+  several dates belongs to the date of its first arrival, and a stream may
+  have written a later copy on another date (the first arrived after the
+  watermark). A backfill that recomputes one of those dates recomputes them
+  all, and the dates of the copies of the ids those hold, until nothing is
+  added; afterwards each id is on one date, its first arrival's.
 - `parity` (src/lakehouse/drivers/parity.py) uses the watermarks the streaming queries reached.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -105,10 +111,64 @@ def _or_no_watermark(watermark_ms: int | None) -> int:
 Dates = DateRange | Sequence[dt.date]
 
 
-def in_range(frame: DataFrame, dates: Dates, column: str) -> DataFrame:
+def _covers(dates: Dates, day: dt.date) -> bool:
     if isinstance(dates, DateRange):
-        return frame.where(F.col(column).between(F.lit(dates.start), F.lit(dates.end)))
-    return frame.where(F.col(column).isin(sorted(dates)))
+        return dates.start <= day <= dates.end
+    return day in dates
+
+
+def in_range(
+    frame: DataFrame, dates: Dates, column: str, also: Iterable[dt.date] = ()
+) -> DataFrame:
+    """The rows of `frame` whose `column` is one of the dates, or one of `also`."""
+    extra = sorted(also)
+    if isinstance(dates, DateRange):
+        chosen = F.col(column).between(F.lit(dates.start), F.lit(dates.end))
+        return frame.where(chosen | F.col(column).isin(extra) if extra else chosen)
+    return frame.where(F.col(column).isin(sorted({*dates, *extra})))
+
+
+def copy_dates(spark: SparkSession, settings: Settings) -> list[frozenset[dt.date]]:
+    """The sets of UTC event dates that one event id's copies fall on, for the ids of
+    the first-arrival sources whose copies lie on more than one date: one aggregation
+    of each bronze table, by id (each distinct set once)."""
+    found: set[frozenset[dt.date]] = set()
+    for table in TABLES:
+        if not table.first_write_wins:
+            continue
+        (source,) = table.inputs
+        path = settings.table(*source.split("/"))
+        if not is_delta_table(path):
+            continue
+        (key,) = table.keys
+        spread = (
+            read_table(spark, path)
+            .groupBy(key)
+            .agg(F.array_sort(F.collect_set(F.to_date(EVENT_TIME))).alias("days"))
+            .where(F.size("days") > 1)
+            .select("days")
+            .distinct()
+        )
+        found |= {frozenset(row["days"]) for row in spread.collect()}
+    return sorted(found, key=sorted)
+
+
+def widen(dates: Dates, copies: Iterable[frozenset[dt.date]]) -> list[dt.date]:
+    """The dates outside `dates` that a backfill of them must recompute too: those
+    of the copies (`copy_dates`) of ids with a copy on a date recomputed, until
+    nothing is added."""
+    groups = list(copies)
+    added: set[dt.date] = set()
+    grew = True
+    while grew:
+        grew = False
+        for group in groups:
+            if any(_covers(dates, d) or d in added for d in group):
+                new = {d for d in group if not _covers(dates, d)} - added
+                if new:
+                    added |= new
+                    grew = True
+    return sorted(added)
 
 
 def write_range(
@@ -118,8 +178,10 @@ def write_range(
     layout: Settings | None = None,
     tables: Sequence[Table] = TABLES,
     new_schema: bool = False,
+    also: Sequence[dt.date] = (),
 ) -> list[StageResult]:
-    """Replace the range in each of `tables` (under `layout`'s data root if given).
+    """Replace the range, and the dates `also`, in each of `tables` (under `layout`'s
+    data root if given).
 
     `new_schema`: a table whose columns changed in the catalog is replaced
     whole, with its new schema (`lakehouse migrate` recomputes every date).
@@ -129,7 +191,7 @@ def write_range(
     for table in tables:
         result = StageResult(table.id, batch=True)
         with timed(result):
-            rows = _replace(frames[table.id], table, target, dates, new_schema)
+            rows = _replace(frames[table.id], table, target, dates, new_schema, also)
             result.rows_out = {table.name: rows}
         results.append(result)
     return results
@@ -140,7 +202,12 @@ def _columns(frame: DataFrame) -> list[tuple[str, str]]:
 
 
 def _replace(
-    frame: DataFrame, table: Table, target: Settings, dates: Dates, new_schema: bool
+    frame: DataFrame,
+    table: Table,
+    target: Settings,
+    dates: Dates,
+    new_schema: bool,
+    also: Sequence[dt.date],
 ) -> int:
     path = target.table(table.layer, table.name)
     column = table.date_column
@@ -149,9 +216,10 @@ def _replace(
         return replace_table(frame, path, overwrite_schema=True)
     if column is None:
         return replace_table(frame, path)
+    rows = in_range(frame, dates, column, also)
     if isinstance(dates, DateRange):
-        return replace_range(in_range(frame, dates, column), path, column, dates.start, dates.end)
-    return replace_dates(in_range(frame, dates, column), path, column, dates)
+        return replace_range(rows, path, column, dates.start, dates.end, also)
+    return replace_dates(rows, path, column, [*dates, *also])
 
 
 def run_backfill(
@@ -161,25 +229,27 @@ def run_backfill(
     layers: Sequence[str] = DERIVED_LAYERS,
     tables: Sequence[Table] | None = None,
     new_schema: bool = False,
-) -> list[StageResult]:
-    """Recompute the layers' tables (or the given `tables`) for the dates.
+) -> tuple[list[StageResult], list[dt.date]]:
+    """Recompute the layers' tables (or the given `tables`) for the dates, and for the
+    dates the copies of their ids lie on (`widen`): the results, and those added dates.
 
     Gold comes from bronze, like silver. The dates of whole layers recomputed
     are recorded in `_meta/backfills` (`lakehouse.drivers.late`): for a range, the dates
-    in it that bronze holds.
+    in it that bronze holds, and the dates added.
     """
     chosen = list(tables) if tables is not None else [t for t in TABLES if t.layer in layers]
     # Rows with the catalog's new rules beside a stream's old ones: `migrate` first.
     refuse_changed_rules(settings, {table.layer for table in chosen})
+    also = widen(dates, copy_dates(spark, settings))
     watermarks = bronze_watermarks(spark, settings)
     frames = compute_tables(spark, settings, watermarks)
-    results = write_range(frames, settings, dates, None, chosen, new_schema)
+    results = write_range(frames, settings, dates, None, chosen, new_schema, also)
     ids = {table.id for table in chosen}
     whole = [layer for layer in DERIVED_LAYERS if {t.id for t in tables_in(layer)} <= ids]
     if whole:
         recorded = bronze_days(spark, settings, dates) if isinstance(dates, DateRange) else dates
-        record_backfill(spark, settings, sorted(recorded), whole)
-    return results
+        record_backfill(spark, settings, sorted({*recorded, *also}), whole)
+    return results, also
 
 
 def bronze_days(

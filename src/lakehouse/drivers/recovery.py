@@ -237,7 +237,8 @@ def recover_tables(
         _retire(settings.checkpoint(table.layer, table.name), target, table.id, echo)
     dates = bronze_dates(spark, settings)
     if dates is not None:
-        for result in run_backfill(spark, settings, dates, tables=tables, new_schema=True):
+        results, _ = run_backfill(spark, settings, dates, tables=tables, new_schema=True)
+        for result in results:
             echo(f"rebuilt by backfill {dates.start}..{dates.end}: {result.summary()}")
     created = _now()
     for table in tables:

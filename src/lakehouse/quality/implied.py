@@ -6,7 +6,8 @@ columns every row has; silver and gold: every column the table does not declare
 `nullable`), each column with allowed values holds only those (the source's or the
 table's `enums`), and a silver or gold table's `keys` identify one row, within the
 `event_date` partitions the new rows went to (the whole table for a table without a
-date column). The JSON suites keep only what is business SQL or a judgement
+date column); a first-arrival table's new ids are on no other date either. The JSON
+suites keep only what is business SQL or a judgement
 (`gate.load_suite` puts these first). Adding an action to `catalog.ACTIONS` reaches
 every check of an `action` column this way.
 """
@@ -46,7 +47,8 @@ def implied_expectations(table_id: str) -> list[dict[str, Any]]:
     if entry is None:
         return []
     required = [column for column in entry.column_names if column not in entry.nullable]
-    return [*_columns(required, entry.enums), _unique(entry)]
+    across = [_on_one_date(entry)] if entry.first_write_wins and entry.date_column else []
+    return [*_columns(required, entry.enums), _unique(entry), *across]
 
 
 def _columns(required: Any, enums: Any) -> list[dict[str, Any]]:
@@ -65,6 +67,28 @@ def _columns(required: Any, enums: Any) -> list[dict[str, Any]]:
             for column, values in enums.items()
         ),
     ]
+
+
+def _on_one_date(entry: Table) -> dict[str, Any]:
+    """An id of the new rows that the table also holds on another date: the partitions'
+    uniqueness check sees only the dates the new rows went to. The new rows' ids are
+    joined with the whole table's id and date columns (`validate.register_views`
+    gives a suite its own table whole); Spark reads those two columns only."""
+    (key,) = entry.keys
+    date = entry.date_column
+    table = f"{entry.layer}_{entry.name}"
+    # Names from the catalog, none from data.
+    query = (
+        f"SELECT new.{key}, new.{date}, held.{date} AS also_on FROM {{batch}} new "  # noqa: S608
+        f"JOIN {table} held ON held.{key} = new.{key} AND held.{date} <> new.{date}"
+    )
+    return expectation(
+        "expect_query_to_return_no_rows",
+        "new_rows",
+        f"one row per {key} in the whole table: a copy's date is not its first arrival's",
+        description=f"no {key} of the new rows is also on another date",
+        unexpected_rows_query=query,
+    )
 
 
 def _unique(entry: Table) -> dict[str, Any]:

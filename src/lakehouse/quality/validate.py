@@ -220,8 +220,9 @@ def register_views(
 ) -> None:
     """The tables a suite's SQL rules refer to (`silver_clicks`), as temp views.
 
-    With `dates`, a table partitioned by date is limited to the days
-    from the day before the first date to the day after the last.
+    With `dates`, another table partitioned by date is limited to the days
+    from the day before the first date to the day after the last; the suite's
+    own table stays whole (an id of the new rows on any other date).
     """
     queries = " ".join(
         str(e["kwargs"].get("unexpected_rows_query", "")) for e in suite.expectations
@@ -232,7 +233,7 @@ def register_views(
             continue
         view = read_table(spark, path)
         column = date_column(f"{layer}/{name}")
-        if dates and column is not None:
+        if dates and column is not None and f"{layer}/{name}" != suite.table:
             day = dt.timedelta(days=1)
             view = view.where(F.col(column).between(min(dates) - day, max(dates) + day))
         view.createOrReplaceTempView(f"{layer}_{name}")

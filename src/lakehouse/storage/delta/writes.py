@@ -264,30 +264,49 @@ def _replace(
     return rows_committed(path)
 
 
-def replace_range(df: DataFrame, path: Root, column: str, start: dt.date, end: dt.date) -> int:
-    """Atomically replace the rows whose `column` is in [start, end] with `df`.
+def replace_range(
+    df: DataFrame,
+    path: Root,
+    column: str,
+    start: dt.date,
+    end: dt.date,
+    also: Iterable[dt.date] = (),
+) -> int:
+    """Atomically replace the rows whose `column` is in [start, end], or one of the dates
+    `also`, with `df`.
 
-    Every row of `df` must fall in the range (Delta checks it); dates of the
-    range for which `df` has no rows end up empty. Returns the rows written.
+    Every row of `df` must fall in those dates (Delta checks it); dates for which
+    `df` has no rows end up empty. Returns the rows written.
     """
     (name,) = _identifiers(df.columns, [column], "range column")
-    if not all(isinstance(d, dt.date) and not isinstance(d, dt.datetime) for d in (start, end)):
+    extra = sorted(set(also))
+    if not all(_a_date(d) for d in (start, end, *extra)):
         raise TypeError("a range is given by dates")
     if start > end:
         raise ValueError(f"empty range {start}..{end}")
     predicate = f"`{name}` >= '{start.isoformat()}' AND `{name}` <= '{end.isoformat()}'"
-    return _replace(df, path, predicate, f"{name} {start}..{end}")
+    what = f"{name} {start}..{end}"
+    if extra:
+        predicate = f"({predicate}) OR `{name}` IN ({_date_list(extra)})"
+        what += f" and {', '.join(map(str, extra))}"
+    return _replace(df, path, predicate, what)
+
+
+def _a_date(value: object) -> bool:
+    return isinstance(value, dt.date) and not isinstance(value, dt.datetime)
+
+
+def _date_list(dates: Iterable[dt.date]) -> str:
+    return ", ".join(f"DATE'{day.isoformat()}'" for day in dates)
 
 
 def replace_dates(df: DataFrame, path: Root, column: str, dates: Iterable[dt.date]) -> int:
     """Atomically replace the rows whose `column` is one of `dates` with `df` (one commit)."""
     (name,) = _identifiers(df.columns, [column], "date column")
     chosen = sorted(set(dates))
-    if not chosen or not all(
-        isinstance(d, dt.date) and not isinstance(d, dt.datetime) for d in chosen
-    ):
+    if not chosen or not all(_a_date(d) for d in chosen):
         raise ValueError("give one date or more")
-    listed = ", ".join(f"DATE'{day.isoformat()}'" for day in chosen)
+    listed = _date_list(chosen)
     return _replace(df, path, f"`{name}` IN ({listed})", f"{name} {', '.join(map(str, chosen))}")
 
 
