@@ -112,20 +112,22 @@ def test_each_report_page_belongs_to_the_dag_whose_run_wrote_it(tmp_path):
 @pytest.fixture
 def teams_airflow(tmp_path, monkeypatch):
     """Airflow's own API app with its metadata database and its simple auth manager in
-    multi-team mode: the DAGs of the `dags-folder` bundle belong to team `lakehouse`;
-    `insider` is a viewer in that team, `outsider` a viewer in another. A report page
-    written by a `lakehouse_incremental` run, and the index, in the data root."""
+    multi-team mode: the lakehouse's DAGs (bundle `dags-folder`, tagged `lakehouse`)
+    belong to team `lakehouse`, another team's DAG to team `others`; `insider` is a
+    viewer in the first team, `outsider` in the other. A report page written by a
+    `lakehouse_incremental` run, and the index, in the data root."""
     from airflow.api_fastapi.app import create_app, purge_cached_app
     from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.models.dag import DagModel
+    from airflow.models.dag import DagModel, DagTag
     from airflow.models.team import Team
     from airflow.utils.db import initdb
     from airflow.utils.session import create_session
 
-    bundle = {
-        "name": "dags-folder",
-        "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-    }
+    local = "airflow.dag_processing.bundles.local.LocalDagBundle"
+    bundles = [
+        {"name": name, "classpath": local, "kwargs": {}, "team_name": team}
+        for name, team in (("dags-folder", "lakehouse"), ("their-dags", "others"))
+    ]
     for key, value in {
         "AIRFLOW__CORE__MULTI_TEAM": "True",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": (
@@ -133,9 +135,7 @@ def teams_airflow(tmp_path, monkeypatch):
         ),
         "AIRFLOW__API_AUTH__JWT_SECRET": "k" * 64,
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp_path / "passwords.json"),
-        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(
-            [{**bundle, "kwargs": {}, "team_name": "lakehouse"}]
-        ),
+        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
         "LAKEHOUSE_DATA_ROOT": str(tmp_path),
     }.items():
         monkeypatch.setenv(key, value)
@@ -149,7 +149,15 @@ def teams_airflow(tmp_path, monkeypatch):
         session.add_all([Team(name="lakehouse"), Team(name="others")])
     DagBundlesManager().sync_bundles_to_db()
     with create_session() as session:
-        session.merge(DagModel(dag_id="lakehouse_incremental", bundle_name="dags-folder"))
+        for dag_id, bundle in (
+            ("lakehouse_incremental", "dags-folder"),
+            ("lakehouse_backfill", "dags-folder"),
+            ("their_dag", "their-dags"),
+        ):
+            session.merge(DagModel(dag_id=dag_id, bundle_name=bundle, is_stale=False))
+    with create_session() as session:
+        for dag_id in ("lakehouse_incremental", "lakehouse_backfill"):
+            session.merge(DagTag(name="lakehouse", dag_id=dag_id))
     purge_cached_app()
     yield create_app("core")
     purge_cached_app()
@@ -169,6 +177,7 @@ def test_a_report_page_is_served_to_whoever_may_read_the_runs_of_its_dag(teams_a
         return client.get(f"/lakehouse/reports/{page}").status_code
 
     assert status("insider", "lakehouse", "runs/run-a.html") == 200
+    # Every lakehouse DAG's runs, not another team's DAG's.
     assert status("insider", "lakehouse", "index.html") == 200
     assert status("outsider", "others", "runs/run-a.html") == 403
     # A page of every run's needs every DAG's runs; a query string cannot name another DAG.

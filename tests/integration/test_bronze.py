@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -13,7 +15,11 @@ from lakehouse.catalog import SOURCES
 from lakehouse.drivers.bronze import run_bronze
 from lakehouse.drivers.recovery import recover_layer
 from lakehouse.samples.generate import GeneratorConfig, generate
+from lakehouse.storage.landing import file_uri
 from tests.helpers import delta_count, delta_rows, delta_table, landing_lines
+
+# Where a row came from.
+WHERE = ["_source_file", "_source_line"]
 
 
 def bronze_identity(settings, source: str) -> Counter[tuple]:
@@ -58,6 +64,39 @@ def test_counts_reconcile_for_malformed_input(spark, settings):
             f.endswith(".jsonl") or f.endswith(".gz")
             for f in quarantine["_source_file"].to_pylist()
         )
+
+
+def test_every_row_names_the_line_it_came_from(spark, settings):
+    """`_source_line` is the line's number in its file, in bronze and quarantine, also
+    for a file Spark reads in several splits (here of 1 KiB, packed several to a
+    partition) and a gzip file."""
+    generate(GeneratorConfig(events=1500, seed=13, malformed_rate=0.05), settings.landing)
+    splits = {"spark.sql.files.maxPartitionBytes": "1k", "spark.sql.files.openCostInBytes": "256"}
+    for key, value in splits.items():
+        spark.conf.set(key, value)
+    try:
+        list(run_bronze(spark, settings))
+    finally:
+        for key in splits:
+            spark.conf.unset(key)
+    files = sorted(p for source in SOURCES for p in (settings.landing / source).iterdir())
+    assert any(file.suffix == ".gz" for file in files)
+    assert any(file.stat().st_size > 3 * 1024 for file in files), "some read in splits"
+    for source, spec in SOURCES.items():
+        landed: dict[tuple[str, int], bytes] = {}
+        for file in sorted((settings.landing / source).iterdir()):
+            data = file.read_bytes()
+            data = gzip.decompress(data) if file.name.endswith(".gz") else data
+            for number, line in enumerate(data.splitlines(), start=1):
+                landed[(file_uri(str(file)), number)] = line
+        accepted = delta_rows(settings.table("bronze", source), [spec.key, *WHERE])
+        rejected = delta_rows(settings.table("quarantine", source), ["raw", *WHERE])
+        found = Counter((file, line) for _, file, line in (accepted + rejected).elements())
+        assert found == Counter(landed.keys())  # every line once, under its own number
+        for key, file, line in accepted:
+            assert json.loads(landed[(file, line)])[spec.key] == key
+        for raw, file, line in rejected:
+            assert raw == landed[(file, line)].decode("utf-8", "replace")[: len(raw)]
 
 
 def test_files_deleted_after_ingestion_are_not_quarantined_after_a_bronze_recovery(spark, settings):

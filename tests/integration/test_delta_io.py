@@ -202,6 +202,28 @@ def test_replace_range_swaps_exactly_the_range_in_one_commit(spark, tmp_path):
     assert delta_rows(table, SCHEMA.names) == Counter(rows(10, 3, 1) + new_day_two)
 
 
+def test_replace_range_also_replaces_the_dates_given_beside_it(spark, tmp_path):
+    """A backfill's range and the dates it added (other copies of its ids): one commit."""
+    table = tmp_path / "t"
+    table_with_days(spark, table, range(1, 6))
+    version = DeltaTable(str(table)).version()
+    new = rows(60, 1, day=2) + rows(70, 2, day=5)
+    frame = spark.createDataFrame(new, SCHEMA)
+    assert replace_range(frame, table, "day", DAY[2], DAY[3], also=[DAY[5]]) == 3
+    assert DeltaTable(str(table)).version() == version + 1
+    kept = rows(10, 3, 1) + rows(40, 3, 4)
+    assert delta_rows(table, SCHEMA.names) == Counter(kept + new)
+    with pytest.raises(Exception, match="DELTA_REPLACE_WHERE_MISMATCH"):  # day 4: not given
+        replace_range(
+            frame.union(spark.createDataFrame(rows(80, 1, 4), SCHEMA)),
+            table,
+            "day",
+            DAY[2],
+            DAY[3],
+            also=[DAY[5]],
+        )
+
+
 def test_replace_range_refuses_rows_outside_the_range(spark, tmp_path):
     table = tmp_path / "t"
     table_with_days(spark, table)

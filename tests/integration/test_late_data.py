@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.catalog import EVENT_DATE
+from lakehouse.catalog import EVENT_DATE, SOURCES
 from lakehouse.samples.generate import GeneratorConfig, generate
 from lakehouse.storage.delta.log import latest_version
 from tests.helpers import TABLE_NAMES, delta_table, run_cli, run_in_process, settings_for
@@ -104,26 +104,27 @@ def rows_of_day(path: Path, day: dt.date) -> list[str]:
     return sorted(json.dumps(row, default=str, sort_keys=True) for row in rows)
 
 
-# The on-time second copies of late ids: on the second day, after every generated event.
-SECOND_DAY = dt.date(2026, 11, 2)
+# The on-time second copies of late ids: after every generated event, two days after the
+# late day (beyond the neighbouring days a check of other tables sees).
+SECOND_DAY = dt.date(2026, 11, 3)
 COPIED = {"impressions": "late-i0", "clicks": "late-c0", "user_actions": "late-e0"}
 
 
 def write_second_copies(root: Path) -> None:
-    """A later copy of one late id per source, with another event time (on the second
+    """A later copy of one late id per source, with another event time (on the third
     day, after every generated event: not late)."""
     for source, text in late_lines().items():
         first = json.loads(text.splitlines()[0])
-        first["event_time"] = "2026-11-02T23:59:30+00:00"
+        first["event_time"] = "2026-11-03T06:00:00+00:00"
         assert COPIED[source] in first.values()
         (root / "landing" / source / "second-copies.jsonl").write_text(json.dumps(first) + "\n")
 
 
 def dates_of(root: Path, source: str) -> list[dt.date]:
     """The dates silver holds the copied id of `source` on."""
-    key = {"impressions": "impression_id", "clicks": "click_id", "user_actions": "event_id"}
     rows = delta_table(settings_for(root).table("silver", source)).to_pylist()
-    return sorted(row[EVENT_DATE] for row in rows if row[key[source]] == COPIED[source])
+    key = SOURCES[source].key
+    return sorted(row[EVENT_DATE] for row in rows if row[key] == COPIED[source])
 
 
 def assert_a_second_date_of_an_id_fails_the_check(spark, root: Path, copy: Path) -> None:

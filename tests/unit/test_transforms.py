@@ -57,30 +57,43 @@ def actions(spark, *rows: tuple) -> DataFrame:
 
 
 def test_dedupe_keeps_the_first_arrival_of_each_id_and_dates_it(spark):
+    """First by ingestion time, then a message's partition and offset (as numbers), or a
+    line's file and line number; the copies differ in their ad, so the row tells."""
+    schema = bronze_schema(SOURCES["impressions"])
+
+    def copy(id_: str, ad: str, ingested: float, file: str, line=None, kafka=(None, None)):
+        row = {
+            "impression_id": id_,
+            "ad_id": ad,
+            "campaign_id": "c1",
+            "user_id": "u1",
+            "event_time": at(-610) if id_ == "i6" else at(0),
+            "_ingested_at": at(ingested),
+            "_source_file": file,
+            "_source_line": line,
+            "_kafka_partition": kafka[0],
+            "_kafka_offset": kafka[1],
+        }
+        return tuple(row.get(name) for name in schema.names)
+
     bronze = spark.createDataFrame(
         [
-            ("i1", "ad1", "c1", "u1", at(0), at(1), "file:/b.jsonl", None, None, None),
-            ("i1", "ad1", "c1", "u1", at(0), at(0.5), "file:/a.jsonl", None, None, None),  # earlier
-            ("i1", "ad1", "c1", "u1", at(0), at(500), "kafka:impressions/0/7", "impressions", 0, 7),
-            (
-                "i2",
-                "ad2",
-                "c1",
-                "u1",
-                at(-610),
-                at(1),
-                "file:/b.jsonl",
-                None,
-                None,
-                None,
-            ),  # day before
+            copy("i1", "late", 1, "file:/a.jsonl", 1),
+            copy("i1", "first", 0.5, "file:/b.jsonl", 3),  # earlier ingested
+            copy("i2", "second", 1, "file:/a.jsonl", 12),
+            copy("i2", "first", 1, "file:/a.jsonl", 2),  # the same file, an earlier line
+            copy("i3", "second", 1, "file:/b.jsonl", 1),
+            copy("i3", "first", 1, "file:/a.jsonl", 9),  # the same time, an earlier file
+            copy("i4", "second", 1, "kafka:impressions/0/10", kafka=(0, 10)),
+            copy("i4", "first", 1, "kafka:impressions/0/9", kafka=(0, 9)),
+            copy("i5", "second", 1, "kafka:impressions/10/1", kafka=(10, 1)),
+            copy("i5", "first", 1, "kafka:impressions/2/7", kafka=(2, 7)),
+            copy("i6", "first", 1, "file:/a.jsonl", 4),  # the day before
         ],
-        bronze_schema(SOURCES["impressions"]),
+        schema,
     )
-    expected = [
-        ("i1", "ad1", "c1", "u1", at(0), DAY),
-        ("i2", "ad2", "c1", "u1", at(-610), DAY - dt.timedelta(days=1)),
-    ]
+    expected = [(f"i{n}", "first", "c1", "u1", at(0), DAY) for n in range(1, 6)]
+    expected.append(("i6", "first", "c1", "u1", at(-610), DAY - dt.timedelta(days=1)))
     assertDataFrameEqual(bronze.transform(dedupe_events("impressions")), expected)
 
 

@@ -271,7 +271,8 @@ class Table:
     The data-quality checks a table gets from this alone (`quality.implied`): every
     column not `nullable` is never null, each column of `enums` holds only its
     values, and `keys` identify a row (within an `event_date` partition, or in the
-    whole table when it has no date column).
+    whole table when it has no date column); a `first_write_wins` table's new keys
+    are on no other date.
     """
 
     layer: str

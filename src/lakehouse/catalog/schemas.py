@@ -40,12 +40,19 @@ KAFKA_COLUMNS = (
 )
 
 
+# A landing line's number in its file, from 1: with `_ingested_at` and `_source_file`,
+# the order in which copies of an event arrived (a Kafka message's is its partition and
+# offset). Null for a message and for an unreadable file's row. After Kafka's columns:
+# added at the end of tables written before it.
+SOURCE_LINE = T.StructField("_source_line", T.LongType())
+
+
 def struct(columns: Columns) -> T.StructType:
     """The Spark schema of columns the catalog declares as (name, type) pairs."""
     return T.StructType([T.StructField(name, SPARK_TYPES[kind]) for name, kind in columns])
 
 
-QUARANTINE_SCHEMA = T.StructType([*struct(QUARANTINE_COLUMNS).fields, *KAFKA_COLUMNS])
+QUARANTINE_SCHEMA = T.StructType([*struct(QUARANTINE_COLUMNS).fields, *KAFKA_COLUMNS, SOURCE_LINE])
 
 
 def event_schema(source: Source) -> T.StructType:
@@ -63,6 +70,7 @@ def bronze_schema(source: Source) -> T.StructType:
             *event_schema(source).fields,
             *struct(BRONZE_BOOKKEEPING).fields,
             *KAFKA_COLUMNS,
+            SOURCE_LINE,
             *(T.StructField(name, T.StringType()) for name in source.optional_fields),
         ]
     )

@@ -38,7 +38,7 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from lakehouse.catalog import SOURCES, Source
-from lakehouse.catalog.schemas import KAFKA_COLUMNS, QUARANTINE_SCHEMA, bronze_schema
+from lakehouse.catalog.schemas import KAFKA_COLUMNS, QUARANTINE_SCHEMA, SOURCE_LINE, bronze_schema
 from lakehouse.drivers.streaming import run_available_now
 from lakehouse.errors import LakehouseError
 from lakehouse.quality.ledger import ensure_ledger, record_lines_read
@@ -56,8 +56,11 @@ from lakehouse.storage.checkpoints import (
 from lakehouse.storage.delta import StreamSink
 from lakehouse.storage.kafka import TopicState, topic_state
 from lakehouse.storage.landing import (
+    LINE_POSITION,
+    LINES_SCHEMA,
     UNREADABLE,
     landing_uri,
+    line_numbers,
     manifest_files,
     new_landing_files,
     prepare_files,
@@ -159,18 +162,18 @@ class BronzeWriter:
         # caching it in memory ran a 1 GiB file out of a 1 GiB heap.
         batch.persist(StorageLevel.DISK_ONLY)
         try:
-            accepted = self._new_lines(batch.where(F.col("_reject_reason").isNull()), "bronze")
+            numbered, by_outcome = _numbered(batch)
+            accepted = self._new_lines(numbered.where(F.col("_reject_reason").isNull()), "bronze")
             rejected = self._new_lines(
-                batch.where(F.col("_reject_reason").isNotNull()).withColumnRenamed(
+                numbered.where(F.col("_reject_reason").isNotNull()).withColumnRenamed(
                     "_reject_reason", "reason"
                 ),
                 "quarantine",
             )
+            # After a recovery, lines the tables already hold are not counted again.
+            counts = by_outcome
             if self.skips:
                 counts = {True: accepted.count(), False: rejected.count()}
-            else:
-                by_outcome = batch.groupBy(F.col("_reject_reason").isNull()).count().collect()
-                counts = {True: 0, False: 0} | {row[0]: row[1] for row in by_outcome}
             # A table gets no commit for a batch without rows for it: an empty
             # commit would start the streams downstream and their checks for nothing.
             if counts[True]:
@@ -198,6 +201,34 @@ class BronzeWriter:
             "quarantine": self.quarantine.rows_written,
         }
         return result
+
+
+def _numbered(batch: DataFrame) -> tuple[DataFrame, dict[bool, int]]:
+    """The persisted parser's output with `_source_line` (a landing line's number in its
+    file; null for a Kafka message), and its lines accepted (True) and rejected
+    (False): one job, which also counts each file split's lines (`line_numbers`)."""
+    accepted = F.col("_reject_reason").isNull().alias("accepted")
+    if LINE_POSITION[0] not in batch.columns:
+        outcomes = batch.groupBy(accepted).count().collect()
+        numbered = batch.withColumn(SOURCE_LINE.name, F.lit(None).cast(SOURCE_LINE.dataType))
+        return numbered, {True: 0, False: 0} | {found[0]: found[1] for found in outcomes}
+    start, row = LINE_POSITION
+    per_split = (
+        batch.groupBy("_source_file", start, accepted)
+        .agg(F.count(F.lit(1)).alias("lines"), F.min(row).alias("first"))
+        .collect()
+    )
+    counts = {True: 0, False: 0}
+    splits: dict[tuple[str, int], tuple[int, int]] = {}
+    for split in per_split:
+        counts[split["accepted"]] += split["lines"]
+        if split[start] is None:  # an unreadable file's row
+            continue
+        key = (split["_source_file"], split[start])
+        lines, first = splits.get(key, (0, split["first"]))
+        splits[key] = (lines + split["lines"], min(first, split["first"]))
+    numbered = line_numbers(batch, [(*key, *value) for key, value in splits.items()])
+    return numbered, counts
 
 
 def run_bronze_source(spark: SparkSession, settings: Settings, source: Source) -> StageResult:
@@ -286,11 +317,7 @@ def parsed_lines(
     )
     unreadable = gone | files.unreadable
     parse = parse_landing_lines(source, settings.max_line_bytes, settings.future_tolerance)
-    lines = (
-        read_lines(spark, files.read)
-        if files.read
-        else spark.createDataFrame([], "value string, _source_file string")
-    )
+    lines = read_lines(spark, files.read) if files.read else spark.createDataFrame([], LINES_SCHEMA)
     parsed = lines.withColumn("_ingested_at", ingested_at).transform(parse)
     if not unreadable:
         return parsed

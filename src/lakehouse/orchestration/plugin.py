@@ -9,7 +9,7 @@ image loads it; `airflow plugins` lists it.
   Airflow's auth manager lets read the runs of the DAG that wrote it
   (`report_dag`); a page of every run's (the index, the tables' and Data Docs
   pages) or of a command run outside Airflow, to those who may read every
-  DAG's runs. A browser
+  lakehouse DAG's runs. A browser
   will not follow `file://` links from an `http://` page, so this is what the
   tasks' extra links ("Run report", "Data quality") and the views below open.
 - Views: "Lakehouse reports" in the Browse menu (the index, with its
@@ -39,7 +39,7 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from lakehouse.orchestration.operators import OUTCOME_KEY, REPORTS_URL, QualityLink, RunReportLink
-from lakehouse.orchestration.tasks import settings
+from lakehouse.orchestration.tasks import LAKEHOUSE_TAG, settings
 from lakehouse.runtime.runs import dag_run_page
 
 RANGE_DAG = "lakehouse_backfill_range"
@@ -55,8 +55,9 @@ def _login_required() -> Any:
 
 def may_read_runs_of(dag_id: str | None, user: Any) -> None:
     """A 403 unless Airflow's auth manager lets `user` read the runs of DAG `dag_id`, with
-    its team, as Airflow's own API asks; None: of every DAG Airflow knows. Asked here,
-    not through `requires_access_dag`, which takes a `dag_id` from the query string when
+    its team, as Airflow's own API asks; None: of every lakehouse DAG (tagged
+    `lakehouse`, not stale), whose runs a page of every run's shows. Asked here, not
+    through `requires_access_dag`, which takes a `dag_id` from the query string when
     given none: `?dag_id=` would choose whose rule a page is read under."""
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.batch_apis import IsAuthorizedDagRequest
@@ -64,12 +65,14 @@ def may_read_runs_of(dag_id: str | None, user: Any) -> None:
         DagAccessEntity,
         DagDetails,
     )
-    from airflow.models.dag import DagModel
+    from airflow.models.dag import DagModel, DagTag
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
     with create_session() as session:
-        dag_ids = [dag_id] if dag_id else list(session.scalars(select(DagModel.dag_id)))
+        ours = select(DagTag.dag_id).where(DagTag.name == LAKEHOUSE_TAG)
+        every = select(DagModel.dag_id).where(~DagModel.is_stale, DagModel.dag_id.in_(ours))
+        dag_ids = [dag_id] if dag_id else list(session.scalars(every))
         teams = DagModel.get_dag_id_to_team_name_mapping(dag_ids, session=session)
     dags = [DagDetails(id=dag, team_name=teams.get(dag)) for dag in dag_ids] or [DagDetails()]
     requests = [

@@ -47,7 +47,9 @@ INCREMENTAL_DAG = "lakehouse_incremental"
 # layer, when the streams have nothing left to write (weights are absolute).
 INCREMENTAL_PRIORITY = 10
 OWNER = "data-platform"
-TAGS = ["lakehouse"]
+# Every lakehouse DAG carries it (the plugin asks who may read all of them by it).
+LAKEHOUSE_TAG = "lakehouse"
+TAGS = [LAKEHOUSE_TAG]
 
 DEFAULT_ARGS: dict[str, Any] = {
     "owner": OWNER,

@@ -216,13 +216,18 @@ def date_column(table: str) -> str | None:
 
 
 def register_views(
-    spark: SparkSession, settings: Settings, suite: Suite, dates: list[dt.date] | None = None
+    spark: SparkSession,
+    settings: Settings,
+    suite: Suite,
+    dates: list[dt.date] | None = None,
+    version: int | None = None,
 ) -> None:
     """The tables a suite's SQL rules refer to (`silver_clicks`), as temp views.
 
     With `dates`, another table partitioned by date is limited to the days
     from the day before the first date to the day after the last; the suite's
-    own table stays whole (an id of the new rows on any other date).
+    own table stays whole (an id of the new rows on any other date), at the
+    `version` its rows are checked at (a writer may commit meanwhile).
     """
     queries = " ".join(
         str(e["kwargs"].get("unexpected_rows_query", "")) for e in suite.expectations
@@ -231,9 +236,10 @@ def register_views(
         path = settings.table(layer, name)
         if not is_delta_table(path):
             continue
-        view = read_table(spark, path)
+        own = f"{layer}/{name}" == suite.table
+        view = read_table(spark, path, version if own else None)
         column = date_column(f"{layer}/{name}")
-        if dates and column is not None and f"{layer}/{name}" != suite.table:
+        if dates and column is not None and not own:
             day = dt.timedelta(days=1)
             view = view.where(F.col(column).between(min(dates) - day, max(dates) + day))
         view.createOrReplaceTempView(f"{layer}_{name}")
@@ -470,7 +476,7 @@ def check_table(
                 touched_count,
                 lambda: read_table(spark, path, version).where(F.col(column).isin(dates)),
             )
-        register_views(spark, settings, suite, dates)
+        register_views(spark, settings, suite, dates, version)
         check.outcomes = gate.validate(suite, "new_rows", new_rows, parameters, rows=new_count)
         check.outcomes += gate.validate(
             suite, "partitions", touched, parameters, rows=touched_count

@@ -45,7 +45,7 @@ import re
 import stat
 import string
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -328,20 +328,57 @@ def prepare_files(uris: list[str], staging: Root, max_line_bytes: int, root: Roo
     return prepared
 
 
+# Where Spark read a line (`read_lines`): the start of the file's split (a file larger
+# than a split is read in several), and an id that grows line by line within a split.
+LINE_POSITION = ("_split_start", "_split_row")
+LINES_SCHEMA = "value string, _source_file string, _split_start long, _split_row long"
+
+
 def read_lines(spark: SparkSession, files: dict[str, Root]) -> DataFrame:
-    """The lines of landing files (`PreparedFiles.read`): `value`, and `_source_file`, the
-    landing file's URI, whichever file Spark read for it."""
+    """The lines of landing files (`PreparedFiles.read`): `value`, `_source_file`, the
+    landing file's URI, whichever file Spark read for it, and where in it the line
+    was (`LINE_POSITION`, from which `line_numbers` numbers the lines)."""
     lines = (
         spark.read.format("text")
         .load([_glob_escaped(str(path)) for path in files.values()])
-        .select("value", F.col("_metadata.file_path").alias("_read_from"))
+        .select(
+            "value",
+            F.col("_metadata.file_path").alias("_read_from"),
+            F.col("_metadata.file_block_start").alias("_split_start"),
+            F.monotonically_increasing_id().alias("_split_row"),
+        )
     )
     copies = [(read, uri) for uri, path in files.items() if (read := file_uri(str(path))) != uri]
     if not copies:
         return lines.withColumnRenamed("_read_from", "_source_file")
     names = spark.createDataFrame(copies, "_read_from string, _landing_file string")
     return lines.join(F.broadcast(names), on="_read_from", how="left").select(
-        "value", F.coalesce("_landing_file", "_read_from").alias("_source_file")
+        "value",
+        F.coalesce("_landing_file", "_read_from").alias("_source_file"),
+        *LINE_POSITION,
+    )
+
+
+def line_numbers(lines: DataFrame, splits: Iterable[tuple[str, int, int, int]]) -> DataFrame:
+    """`lines` (from `read_lines`, parsed or not) with `_source_line`, each line's number
+    in its file from 1, given each split's (`_source_file`, `_split_start`, lines, least
+    `_split_row`). Spark reads a split's lines in order, into one partition, and
+    `monotonically_increasing_id` grows by one per row of a partition; a file's splits
+    follow each other by their start. A row read from no file (an unreadable file's)
+    gets null."""
+    before: dict[str, int] = {}
+    offsets = []
+    for file, split, count, first in sorted(splits):
+        offsets.append((file, split, first, before.get(file, 0)))
+        before[file] = before.get(file, 0) + count
+    table = lines.sparkSession.createDataFrame(
+        offsets, "_source_file string, _split_start long, _first_row long, _lines_before long"
+    )
+    start, row = LINE_POSITION
+    return (
+        lines.join(F.broadcast(table), on=["_source_file", start], how="left")
+        .withColumn("_source_line", F.col("_lines_before") + F.col(row) - F.col("_first_row") + 1)
+        .drop(start, row, "_first_row", "_lines_before")
     )
 
 

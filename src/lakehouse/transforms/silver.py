@@ -20,6 +20,18 @@ def delay(source: str) -> str:
     return f"{seconds(SOURCES[source].delay_rule)} seconds"
 
 
+# The order in which copies of an event arrived (docs/contract.md, section 2): the
+# ingestion time, then a Kafka message's partition and offset, or a landing line's file
+# and line number (bronze's bookkeeping columns; nulls, first, in rows of older versions).
+ARRIVAL_ORDER = (
+    "_ingested_at",
+    "_kafka_partition",
+    "_kafka_offset",
+    "_source_file",
+    "_source_line",
+)
+
+
 def dedupe_events(source: str) -> Callable[[DataFrame], DataFrame]:
     """One row per event id, first arrival wins.
 
@@ -27,7 +39,7 @@ def dedupe_events(source: str) -> Callable[[DataFrame], DataFrame]:
     (dropDuplicatesWithinWatermark); events older than the watermark are
     dropped and counted by Spark. A copy arriving after that is left out by
     the write, which inserts only ids the table does not hold (the catalog's
-    `first_write_wins`). Batch: the earliest ingested copy.
+    `first_write_wins`). Batch: the first copy in `ARRIVAL_ORDER`.
     """
     spec = SOURCES[source]
     key = spec.key
@@ -39,7 +51,10 @@ def dedupe_events(source: str) -> Callable[[DataFrame], DataFrame]:
                 EVENT_TIME, watermark_delay
             ).dropDuplicatesWithinWatermark([key])
         else:
-            first = Window.partitionBy(key).orderBy("_ingested_at", "_source_file")
+            # A bronze table of an older version gains `_source_line` with its next
+            # write; its rows hold null there anyway.
+            order = [column for column in ARRIVAL_ORDER if column in events.columns]
+            first = Window.partitionBy(key).orderBy(*order)
             unique = events.withColumn("_arrival", F.row_number().over(first)).where("_arrival = 1")
         return unique.select(*spec.fields, F.to_date(EVENT_TIME).alias(EVENT_DATE))
 

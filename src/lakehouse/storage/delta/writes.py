@@ -78,19 +78,23 @@ def ensure_table(
     """Create an empty table if none exists, so that readers always find one.
 
     An existing table must have the same columns: a mismatch is reported, not
-    silently evolved. With `add_columns`, columns the schema adds after the
-    table's are added to it (nullable, one commit; older rows read null).
+    silently evolved. With `add_columns`, columns the schema has and the table
+    lacks are added to it where the schema has them, as long as the table's
+    columns keep their order (nullable, a commit each; older rows read null).
     """
     from delta.tables import DeltaTable
 
     if is_delta_table(path):
         found = columns(path)
-        added = schema.names[len(found) :]
-        if add_columns and added and schema.names[: len(found)] == found:
-            definitions = ", ".join(
-                f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields[len(found) :]
-            )
-            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({definitions})")
+        added = [name for name in schema.names if name not in found]
+        if add_columns and added and [n for n in schema.names if n in found] == found:
+            for index, field in enumerate(schema.fields):
+                if field.name in added:
+                    position = "FIRST" if index == 0 else f"AFTER `{schema.names[index - 1]}`"
+                    spark.sql(
+                        f"ALTER TABLE delta.`{path}` ADD COLUMNS "
+                        f"(`{field.name}` {field.dataType.simpleString()} {position})"
+                    )
             log.info("%s: added column(s) %s", path, ", ".join(added))
             return
         if found != schema.names:
