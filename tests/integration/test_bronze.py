@@ -66,11 +66,24 @@ def test_counts_reconcile_for_malformed_input(spark, settings):
         )
 
 
+def _impression(n: int) -> dict[str, str]:
+    return {
+        "impression_id": f"long-{n}",
+        "ad_id": "ad-1",
+        "campaign_id": "camp-1",
+        "user_id": f"user-{n}",
+        "event_time": f"2026-11-01T10:{n % 60:02d}:00Z",
+    }
+
+
 def test_every_row_names_the_line_it_came_from(spark, settings):
     """`_source_line` is the line's number in its file, in bronze and quarantine, also
     for a file Spark reads in several splits (here of 1 KiB, packed several to a
     partition) and a gzip file."""
-    generate(GeneratorConfig(events=1500, seed=13, malformed_rate=0.05), settings.landing)
+    generate(GeneratorConfig(events=200, seed=13, malformed_rate=0.05), settings.landing)
+    # One file of several splits, bad lines among good ones.
+    lines = ["{not json" if n % 7 == 3 else json.dumps(_impression(n)) for n in range(1, 61)]
+    (settings.landing / "impressions" / "long.jsonl").write_text("\n".join(lines) + "\n")
     splits = {"spark.sql.files.maxPartitionBytes": "1k", "spark.sql.files.openCostInBytes": "256"}
     for key, value in splits.items():
         spark.conf.set(key, value)
