@@ -4,8 +4,9 @@ check_request -> backfill -> validate -> parity
 
 Each night (UTC) it runs `lakehouse backfill --pending`: every date holding
 events the streams dropped as late since its last backfill, whatever day
-they belong to; then parity checks the day that just ended. A manual
-trigger does the same at once.
+they belong to, and the dates holding other copies of those dates' event
+ids (its log names them); then parity checks the day that just ended. A
+manual trigger does the same at once.
 
 It keeps a daily schedule for Airflow's own backfills too:
 `airflow backfill create --dag-id lakehouse_backfill --from-date ...

@@ -13,7 +13,9 @@ whole range" box, fails it with a one-line reason, also in the run's note,
 before any Spark job (the run then shows as failed); a sound range becomes
 the run's note. A run created some other way (`airflow dags trigger -c
 '{...}'`) is checked the same way. Its `backfill`, `validate` and `parity` tasks each
-wait until no run of `lakehouse_incremental` is in progress.
+wait until no run of `lakehouse_incremental` is in progress. The backfill also
+recomputes the dates outside the range that hold other copies of its dates'
+event ids, so that each id stays on one date (its log names them).
 
 For the dates that received late data, the nightly `lakehouse_backfill`
 does it on its own; `airflow backfill create` works on that one too.
