@@ -42,8 +42,8 @@ KAFKA_COLUMNS = (
 
 # A landing line's number in its file, from 1: with `_ingested_at` and `_source_file`,
 # the order in which copies of an event arrived (a Kafka message's is its partition and
-# offset). Null for a message and for an unreadable file's row. After Kafka's columns:
-# added at the end of tables written before it.
+# offset). Null for a message and for an unreadable file's row. After Kafka's columns,
+# where `ensure_table` adds it to tables written before it.
 SOURCE_LINE = T.StructField("_source_line", T.LongType())
 
 

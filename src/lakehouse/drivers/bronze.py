@@ -206,29 +206,28 @@ class BronzeWriter:
 def _numbered(batch: DataFrame) -> tuple[DataFrame, dict[bool, int]]:
     """The persisted parser's output with `_source_line` (a landing line's number in its
     file; null for a Kafka message), and its lines accepted (True) and rejected
-    (False): one job, which also counts each file split's lines (`line_numbers`)."""
-    accepted = F.col("_reject_reason").isNull().alias("accepted")
-    if LINE_POSITION[0] not in batch.columns:
-        outcomes = batch.groupBy(accepted).count().collect()
-        numbered = batch.withColumn(SOURCE_LINE.name, F.lit(None).cast(SOURCE_LINE.dataType))
-        return numbered, {True: 0, False: 0} | {found[0]: found[1] for found in outcomes}
+    (False): one job, which for landing lines counts each file split's lines and finds
+    its first row (`line_numbers`)."""
+    counted = [
+        F.count(F.lit(1)).alias("lines"),
+        F.count_if(F.col("_reject_reason").isNull()).alias("accepted"),
+    ]
     start, row = LINE_POSITION
-    per_split = (
-        batch.groupBy("_source_file", start, accepted)
-        .agg(F.count(F.lit(1)).alias("lines"), F.min(row).alias("first"))
-        .collect()
-    )
-    counts = {True: 0, False: 0}
-    splits: dict[tuple[str, int], tuple[int, int]] = {}
-    for split in per_split:
-        counts[split["accepted"]] += split["lines"]
-        if split[start] is None:  # an unreadable file's row
-            continue
-        key = (split["_source_file"], split[start])
-        lines, first = splits.get(key, (0, split["first"]))
-        splits[key] = (lines + split["lines"], min(first, split["first"]))
-    numbered = line_numbers(batch, [(*key, *value) for key, value in splits.items()])
-    return numbered, counts
+    if start not in batch.columns:  # Kafka messages
+        groups = batch.agg(*counted).collect()
+        numbered = batch.withColumn(SOURCE_LINE.name, F.lit(None).cast(SOURCE_LINE.dataType))
+    else:
+        groups = (
+            batch.groupBy("_source_file", start).agg(*counted, F.min(row).alias("first")).collect()
+        )
+        splits = [
+            (group["_source_file"], group[start], group["lines"], group["first"])
+            for group in groups
+            if group[start] is not None  # not an unreadable file's row
+        ]
+        numbered = line_numbers(batch, splits)
+    accepted = sum(group["accepted"] for group in groups)
+    return numbered, {True: accepted, False: sum(group["lines"] for group in groups) - accepted}
 
 
 def run_bronze_source(spark: SparkSession, settings: Settings, source: Source) -> StageResult:
