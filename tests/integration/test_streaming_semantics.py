@@ -50,6 +50,7 @@ class Harness:
         output_schema: T.StructType,
         merge_keys: list[str] | None = None,
         name: str = "test/harness",
+        **sink: object,
     ) -> None:
         self.spark, self.root, self.inputs, self.name = spark, root, inputs, name
         self.output = root / "output"
@@ -58,7 +59,12 @@ class Harness:
         frames = {name: read_stream(spark, root / name) for name in inputs}
         self.frame = build(frames)
         self.sink = StreamSink(
-            spark, self.output, output_schema, root / "checkpoint", merge_keys=merge_keys or []
+            spark,
+            self.output,
+            output_schema,
+            root / "checkpoint",
+            merge_keys=merge_keys or [],
+            **sink,
         )
         self.output_mode = "update" if merge_keys else "append"
 
@@ -161,30 +167,36 @@ def actions_harness(
 BRONZE_IMPRESSIONS = bronze_schema(SOURCES["impressions"])
 
 
-def bronze(row: dict) -> dict:
-    return {**row, "_ingested_at": at(0), "_source_file": "f.jsonl"}
+def bronze(row: dict, file: str = "f.jsonl", line: int | None = None) -> dict:
+    return {**row, "_ingested_at": at(0), "_source_file": file, "_source_line": line}
 
 
 # -- deduplication ------------------------------------------------------------------------
 
 
-def test_dedup_drops_redeliveries_and_events_later_than_the_watermark(spark, tmp_path):
-    h = Harness(
+def deduplicated(spark, root: Path, name: str = "test/harness") -> Harness:
+    """silver/impressions from bronze rows, written as the driver writes it."""
+    return Harness(
         spark,
-        tmp_path,
+        root,
         {"bronze": BRONZE_IMPRESSIONS},
         lambda f: f["bronze"].transform(dedupe_events("impressions")),
         table_schema("silver/impressions"),
+        name=name,
+        each_batch=dedupe_events("impressions"),
+        insert_new_keys=["impression_id"],
     )
-    h.add(
-        "bronze",
-        [bronze(impression("a", 0)), bronze(impression("a", 0)), bronze(impression("b", 5))],
-    )
+
+
+def test_dedup_drops_redeliveries_and_events_later_than_the_watermark(spark, tmp_path):
+    h = deduplicated(spark, tmp_path)
+    lines = [impression("a", 0), impression("a", 0), impression("b", 5)]
+    h.add("bronze", [bronze(row, line=n) for n, row in enumerate(lines, start=1)])
     h.run()
     assert h.rows("impression_id") == {("a",), ("b",)}
 
-    # A redelivery of "a" within the watermark (2 h): dropped as a duplicate.
-    h.add("bronze", [bronze(impression("a", 0)), bronze(impression("c", 180))])
+    # A redelivery of "a" within the watermark (2 h), in another file: not a second row.
+    h.add("bronze", [bronze(impression("a", 0), "g.jsonl", 1), bronze(impression("c", 180))])
     h.run()
     assert h.rows("impression_id") == {("a",), ("b",), ("c",)}
 
@@ -202,24 +214,23 @@ def test_an_incompatible_change_to_a_stateful_query_names_the_checkpoint_and_the
     the error says which checkpoint and which command recovers."""
     source = SOURCES["impressions"]
 
-    def harness(build: Callable[[DataFrame], DataFrame]) -> Harness:
-        return Harness(
-            spark,
-            tmp_path,
-            {"bronze": BRONZE_IMPRESSIONS},
-            lambda f: f["bronze"].transform(build),
-            table_schema("silver/impressions"),
-            name="silver/impressions",
-        )
-
     def dedupe_on_two_keys(events: DataFrame) -> DataFrame:
         unique = events.withWatermark("event_time", "2 hours").dropDuplicatesWithinWatermark(
             ["impression_id", "ad_id"]
         )
         return unique.select(*source.fields, F.to_date("event_time").alias("event_date"))
 
-    harness(dedupe_events("impressions")).add("bronze", [bronze(impression("a", 0))]).run()
-    changed = harness(dedupe_on_two_keys).add("bronze", [bronze(impression("b", 5))])
+    deduplicated(spark, tmp_path, "silver/impressions").add(
+        "bronze", [bronze(impression("a", 0))]
+    ).run()
+    changed = Harness(
+        spark,
+        tmp_path,
+        {"bronze": BRONZE_IMPRESSIONS},
+        lambda f: f["bronze"].transform(dedupe_on_two_keys),
+        table_schema("silver/impressions"),
+        name="silver/impressions",
+    ).add("bronze", [bronze(impression("b", 5))])
     with pytest.raises(CheckpointError) as refused:
         changed.run()
     message = str(refused.value)

@@ -209,6 +209,27 @@ def test_a_stream_records_its_rules_and_names_what_changed(tmp_path, monkeypatch
     assert change.endswith("event_date date, users long")
 
 
+def test_a_deduplicating_stream_of_an_older_version_is_named_for_its_state_key(tmp_path):
+    """Lakehouse 0.10 keyed a silver event stream's state on the id alone and recorded no
+    key: Spark refuses that state under the new key, so the stream must be migrated."""
+    from lakehouse.drivers.tables import FINGERPRINT, fingerprint_changes, remember_fingerprint
+    from lakehouse.storage.checkpoints import read_sidecar, write_sidecar
+    from tests.helpers import settings_for
+
+    settings = settings_for(tmp_path)
+    table = catalog.table("silver/impressions")
+    checkpoint = settings.checkpoint(table.layer, table.name)
+    checkpoint.mkdir(parents=True)
+    remember_fingerprint(settings, table)
+    assert fingerprint_changes(settings, table) == []
+    sidecar = read_sidecar(checkpoint)
+    del sidecar[FINGERPRINT]["state key"]
+    write_sidecar(checkpoint, sidecar)
+    assert fingerprint_changes(settings, table) == [
+        "state key: not recorded -> impression_id, _source_file, _source_line"
+    ]
+
+
 def test_the_daily_table_closes_no_day_the_hourly_table_has_not_written(tmp_path, monkeypatch):
     """campaign_daily sums ad_performance_hourly's rows: it waits for the hours it sums."""
     from lakehouse.drivers import closed

@@ -29,6 +29,7 @@ from lakehouse.storage.checkpoints import (
 )
 from lakehouse.storage.delta import StreamSink, read_stream
 from lakehouse.storage.delta.log import appended_only
+from lakehouse.transforms.silver import state_key
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -52,11 +53,17 @@ MIGRATE_COMMAND = "lakehouse migrate"
 
 
 def fingerprint(table: Table) -> dict[str, Any]:
-    """What a stream's rows depend on, from the catalog: its rules' values, its columns, inputs."""
+    """What a stream's rows and state depend on: its rules' values, columns, inputs, state key.
+
+    The state key is a deduplicated event table's (lakehouse 0.10 and older keyed it
+    on the event id alone, and recorded none): Spark refuses a checkpoint's state
+    under another key.
+    """
     return {
         "rules": {name: str(rules().value(name)) for name in table.rules},
         "columns": [f"{name} {kind}" for name, kind in table.columns],
         "inputs": list(table.inputs),
+        "state key": state_key(table.params["source"]) if table.first_write_wins else [],
     }
 
 
@@ -76,9 +83,10 @@ def fingerprint_changes(settings: Settings, table: Table) -> list[str]:
         for name, value in recorded["rules"].items()
         if name not in now["rules"]
     ]
-    for key in ("columns", "inputs"):
-        if recorded[key] != now[key]:
-            changes.append(f"{key}: {', '.join(recorded[key])} -> {', '.join(now[key])}")
+    for key in ("columns", "inputs", "state key"):
+        if recorded.get(key, []) != now[key]:
+            before = ", ".join(recorded.get(key, [])) or "not recorded"
+            changes.append(f"{key}: {before} -> {', '.join(now[key])}")
     return changes
 
 
@@ -105,7 +113,7 @@ def refuse_changed_rules(settings: Settings, layers: Iterable[str]) -> None:
     raise CheckpointError(
         settings.checkpoint(first.layer, first.name),
         first.id,
-        f"the catalog changed since these streams started ({changes}). Their checkpoints, "
+        f"what these streams depend on changed since they started ({changes}). Their checkpoints, "
         "state and the rows they wrote follow the old values; running on would mix old and "
         "new.",
         f"To move the lakehouse over, run `{MIGRATE_COMMAND}`: it gives "
@@ -148,16 +156,18 @@ def write_table(spark: SparkSession, settings: Settings, table: Table) -> StageR
 
     The query is built only if it has new input to read. Tables with a date
     column are partitioned by it; `upsert` tables MERGE on their keys (update
-    output mode). A `first_write_wins` table (deduplicated events) takes only
-    rows whose keys it does not hold yet (a MERGE that inserts), so a copy of
-    an event arriving after the watermark has passed the first is not a
-    second row. So does the first run of a stream `lakehouse recover`
+    output mode). A `first_write_wins` table (deduplicated events) gets each
+    micro-batch through its transform once more, in batch (the first copy of
+    each id in arrival order), and takes only rows whose keys it does not hold
+    yet (a MERGE that inserts), so a copy arriving in a later micro-batch is
+    not a second row. So does the first run of a stream `lakehouse recover`
     restarted: it reads its sources whole, to rebuild its state, and writes
     only rows whose keys the backfill did not write.
     """
     checkpoint = settings.checkpoint(table.layer, table.name)
     rebuilt = bool(read_sidecar(checkpoint).get(REBUILT_BY_BACKFILL))
     insert_new = (table.first_write_wins or rebuilt) and not table.upsert
+    transform = transform_of(table)
     sink = StreamSink(
         spark,
         settings.table(table.layer, table.name),
@@ -166,12 +176,14 @@ def write_table(spark: SparkSession, settings: Settings, table: Table) -> StageR
         partition_by=list(table.partition_by),
         merge_keys=list(table.keys) if table.upsert else [],
         insert_new_keys=list(table.keys) if insert_new else [],
+        # A deduplicated event table's transform resolves a micro-batch's copies in batch.
+        each_batch=transform if table.first_write_wins else None,
     )
     source_paths = [settings.table(*source.split("/")) for source in table.inputs]
 
     def build() -> DataFrame:
         inputs = [source_stream(spark, settings, source, table) for source in table.inputs]
-        return transform_of(table)(*inputs)
+        return transform(*inputs)
 
     result = run_available_now(
         table.id,

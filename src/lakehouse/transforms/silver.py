@@ -32,14 +32,28 @@ ARRIVAL_ORDER = (
 )
 
 
+# What one delivery of an event is: a landing line (its file and line number) or a Kafka
+# message (`kafka:<topic>/<partition>/<offset>` in `_source_file`, no line).
+DELIVERY = ("_source_file", "_source_line")
+
+
+def state_key(source: str) -> list[str]:
+    """The columns a silver event stream's deduplication state is keyed on."""
+    return [SOURCES[source].key, *DELIVERY]
+
+
 def dedupe_events(source: str) -> Callable[[DataFrame], DataFrame]:
     """One row per event id, first arrival wins.
 
-    Streaming: ids are remembered until the watermark passes the event
-    (dropDuplicatesWithinWatermark); events older than the watermark are
-    dropped and counted by Spark. A copy arriving after that is left out by
-    the write, which inserts only ids the table does not hold (the catalog's
-    `first_write_wins`). Batch: the first copy in `ARRIVAL_ORDER`.
+    Batch: the first copy in `ARRIVAL_ORDER`. Streaming: Spark keeps each
+    delivery of an event (`state_key`) until the watermark passes the event
+    (dropDuplicatesWithinWatermark), so a delivery read twice is one row, and
+    events older than the watermark are dropped and counted by Spark. The
+    driver then applies this transform once more to each micro-batch, in
+    batch, so the copies a micro-batch holds resolve as a batch resolves them,
+    and writes only ids the table does not hold (the catalog's
+    `first_write_wins`): a copy in a later micro-batch, however late, is not a
+    second row.
     """
     spec = SOURCES[source]
     key = spec.key
@@ -47,15 +61,14 @@ def dedupe_events(source: str) -> Callable[[DataFrame], DataFrame]:
 
     def transform(events: DataFrame) -> DataFrame:
         if events.isStreaming:
-            unique = events.withWatermark(
-                EVENT_TIME, watermark_delay
-            ).dropDuplicatesWithinWatermark([key])
-        else:
-            # A bronze table of an older version gains `_source_line` with its next
-            # write; its rows hold null there anyway.
-            order = [column for column in ARRIVAL_ORDER if column in events.columns]
-            first = Window.partitionBy(key).orderBy(*order)
-            unique = events.withColumn("_arrival", F.row_number().over(first)).where("_arrival = 1")
+            return events.withWatermark(EVENT_TIME, watermark_delay).dropDuplicatesWithinWatermark(
+                state_key(source)
+            )
+        # A bronze table of an older version gains `_source_line` with its next
+        # write; its rows hold null there anyway.
+        order = [column for column in ARRIVAL_ORDER if column in events.columns]
+        first = Window.partitionBy(key).orderBy(*order)
+        unique = events.withColumn("_arrival", F.row_number().over(first)).where("_arrival = 1")
         return unique.select(*spec.fields, F.to_date(EVENT_TIME).alias(EVENT_DATE))
 
     return transform

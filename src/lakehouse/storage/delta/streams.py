@@ -21,6 +21,8 @@ from lakehouse.storage.delta.writes import append, ensure_table, merge_upsert, r
 from lakehouse.storage.objects import Root
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql import types as T
 
@@ -65,6 +67,7 @@ class StreamSink:
     batch is upserted (MERGE) on those keys, for current-state tables. With
     `insert_new_keys`, rows whose keys the table holds are left out (a stream
     `lakehouse recover` restarted over a table its backfill rebuilt).
+    `each_batch`, if given, turns each micro-batch into the rows to write.
     A micro-batch that only moved the watermark on and wrote no rows commits
     nothing. `rows_written`, `batches_committed`, `batches_skipped` and
     `batches_empty` count what this process did, for progress reports.
@@ -78,6 +81,7 @@ class StreamSink:
     merge_keys: list[str] = field(default_factory=list)
     # Insert only rows whose keys the table does not hold yet (see `write`).
     insert_new_keys: list[str] = field(default_factory=list)
+    each_batch: Callable[[DataFrame], DataFrame] | None = None
     # New columns at the end of `schema` are added to the table (bronze's optional fields).
     add_columns: bool = False
     rows_written: int = 0
@@ -106,7 +110,9 @@ class StreamSink:
         # Imported here: lakehouse.storage.checkpoints reads the Delta log through this package.
         from lakehouse.storage.checkpoints import reads_input
 
-        rows = batch.select(*self.schema.names)
+        rows = (batch if self.each_batch is None else self.each_batch(batch)).select(
+            *self.schema.names
+        )
         query = f"{self.checkpoint.parent.name}/{self.checkpoint.name}"
         if reads_input(self.checkpoint, query, batch_id):
             self._commit(rows, batch_id)
