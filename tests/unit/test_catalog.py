@@ -226,7 +226,7 @@ def test_a_deduplicating_stream_of_an_older_version_is_named_for_its_state_key(t
     del sidecar[FINGERPRINT]["state key"]
     write_sidecar(checkpoint, sidecar)
     assert fingerprint_changes(settings, table) == [
-        "state key: not recorded -> impression_id, _source_file, _source_line"
+        "state key: not recorded -> impression_id, _delivery"
     ]
 
 

@@ -32,14 +32,16 @@ ARRIVAL_ORDER = (
 )
 
 
-# What one delivery of an event is: a landing line (its file and line number) or a Kafka
-# message (`kafka:<topic>/<partition>/<offset>` in `_source_file`, no line).
-DELIVERY = ("_source_file", "_source_line")
+# One delivery of an event: a landing line (its file and line number) or a Kafka message
+# (`kafka:<topic>/<partition>/<offset>` in `_source_file`, no line), as a 64-bit hash:
+# the state then keeps 8 bytes beside each id, not the file's URI (two copies of one id
+# whose deliveries share a hash, about 1 in 2^64, would be one row of the state).
+DELIVERY = "_delivery"
 
 
 def state_key(source: str) -> list[str]:
     """The columns a silver event stream's deduplication state is keyed on."""
-    return [SOURCES[source].key, *DELIVERY]
+    return [SOURCES[source].key, DELIVERY]
 
 
 def dedupe_events(source: str) -> Callable[[DataFrame], DataFrame]:
@@ -61,8 +63,10 @@ def dedupe_events(source: str) -> Callable[[DataFrame], DataFrame]:
 
     def transform(events: DataFrame) -> DataFrame:
         if events.isStreaming:
-            return events.withWatermark(EVENT_TIME, watermark_delay).dropDuplicatesWithinWatermark(
-                state_key(source)
+            return (
+                events.withColumn(DELIVERY, F.xxhash64("_source_file", "_source_line"))
+                .withWatermark(EVENT_TIME, watermark_delay)
+                .dropDuplicatesWithinWatermark(state_key(source))
             )
         # A bronze table of an older version gains `_source_line` with its next
         # write; its rows hold null there anyway.
