@@ -222,12 +222,25 @@ def main(argv: list[str] | None = None) -> int:
         if not processes.print_status(local.state):
             print("Airflow is not running")
         return 0
-    try:
-        local.start()
-    except (RuntimeError, TimeoutError) as error:
-        print(f"airflow: {error}", file=sys.stderr)
-        local.stop()
-        return 1
+    up = {service.name for service in processes.running(local.state)}
+    if up:  # `make airflow-up` again: say where it runs; stop nothing
+        down = [name for name in SERVICES if name not in up]
+        if down:
+            print(
+                f"airflow: {', '.join(down)} stopped, {', '.join(sorted(up))} still running "
+                f"from {local.home}: run `make airflow-down`, then `make airflow-up`",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"Airflow is already running from {local.home}; nothing started or stopped")
+        print("  (to start it with other settings: make airflow-down, then make airflow-up)")
+    else:
+        try:
+            local.start()
+        except (RuntimeError, TimeoutError) as error:
+            print(f"airflow: {error}", file=sys.stderr)
+            local.stop()
+            return 1
     print(f"Airflow is up: {local.url}")
     print(f"  user:      {ADMIN}")
     print(f"  password:  {local.password()}")

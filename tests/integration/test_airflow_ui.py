@@ -33,7 +33,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from dev.local_airflow import ADMIN, LocalAirflow
+from dev import processes
+from dev.local_airflow import ADMIN, SERVICES, LocalAirflow
 from dev.processes import wait_until
 from tests.helpers import REPO, delta_table, run_in_process, settings_for
 
@@ -344,6 +345,25 @@ def test_a_layer_that_passed_with_warnings_says_so_in_its_log_its_run_note_and_i
     assert "lakehouse.silver.user_actions" in warned, quality
     assert not any(name.startswith("lakehouse.bronze.") for name in warned), quality
     assert "of its input as late" in quality["lakehouse.silver.user_actions"]
+
+
+def test_airflow_up_run_again_keeps_the_running_airflow(live):
+    """`make airflow-up` a second time says Airflow runs and stops nothing."""
+    home, port = live.airflow.home, str(live.airflow.port)
+    start = ["start", "--home", str(home), "--port", port, "--data-root", str(live.root)]
+    again = subprocess.run(
+        [sys.executable, "-m", "dev.local_airflow", *start],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=REPO,
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"Airflow is already running from {home}" in again.stdout
+    assert f"Airflow is up: {live.airflow.url}" in again.stdout
+    assert {s.name for s in processes.running(live.airflow.state)} == set(SERVICES)
+    assert processes.http_ok(f"{live.airflow.url}/api/v2/monitor/health")
 
 
 def test_the_home_page_shows_every_component_healthy_triggerer_included(live):

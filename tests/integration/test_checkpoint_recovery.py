@@ -1,7 +1,8 @@
 """Deleted, truncated, stale and damaged checkpoints: a clear error, then the documented recovery.
 
 In every CI run: a run on a copy of the CLI-streamed root refuses a deleted
-checkpoint before it writes anything. In `make test-full`, one data root goes
+checkpoint before it writes anything; rows arriving after a recovery for
+windows its backfill closed are pending, not lost. In `make test-full`, one data root goes
 through the cases in order (a data root cannot be copied and streamed again:
 Spark's file-source checkpoints hold absolute paths). Each case damages a
 checkpoint, shows that `lakehouse run` refuses with the checkpoint's path and
@@ -12,6 +13,7 @@ shows the next runs pass every check with nothing lost or duplicated.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -19,6 +21,9 @@ from pathlib import Path
 import pytest
 
 from lakehouse.catalog import SOURCES
+from lakehouse.catalog.dates import DateRange
+from lakehouse.drivers.late import pending_dates
+from lakehouse.drivers.parity import run_parity
 from lakehouse.samples.generate import GeneratorConfig, generate
 from lakehouse.storage.checkpoints import UPGRADE_COMMAND
 from lakehouse.storage.delta import is_delta_table
@@ -99,6 +104,7 @@ def test_a_deleted_checkpoint_is_refused_before_anything_is_written(streamed_roo
 # Delta streaming source), 1,500 events of 2026-11-01 (seed 3), one run. It must live at
 # the path it was written at: Spark's file-source checkpoints hold absolute paths.
 V1_ROOT = Path("/tmp/lakehouse-v1-root")
+DAY_1 = dt.date(2026, 11, 1)
 DAY_2 = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
 
 
@@ -132,6 +138,36 @@ def test_recovering_silver_rebuilds_gold_too_and_gold_ends_as_a_clean_runs(spark
     for layer, name in TABLE_NAMES:
         table = f"{layer}/{name}"
         assert after[table] == expected[table], table
+
+
+def test_rows_arriving_after_a_recovery_for_what_its_backfill_closed_are_pending(spark, tmp_path):
+    """`recover` rebuilds silver and gold by backfill, then restarts their streams, whose
+    first run reads their inputs whole and writes only keys the backfill did not write.
+    User actions of the first hour arriving after it would grow windows the backfill
+    already wrote: their date is pending, as a stream's late rows are, and `backfill
+    --pending` makes streaming equal a batch recomputation."""
+    root = tmp_path / "data"
+    settings = settings_for(root)
+    generate(GeneratorConfig(events=800, seed=41, **{**NO_LATE, "days": 1}), root / "landing")
+    run_ok("run", "--data-root", str(root))
+    run_ok("recover", "--layer", "silver", "--data-root", str(root))
+    actions = [
+        json.dumps(
+            {
+                "event_id": f"after-recovery-{n}",
+                "user_id": f"after-u{n}",
+                "action": "view",
+                "event_time": f"2026-11-01T00:{5 + n:02d}:00Z",
+            }
+        )
+        for n in range(30)
+    ]
+    (root / "landing" / "user_actions" / "after-recovery.jsonl").write_text("\n".join(actions))
+    run_ok("run", "--data-root", str(root))
+    assert pending_dates(spark, settings) == [DAY_1]
+    run_ok("backfill", "--pending", "--data-root", str(root))
+    results, _ = run_parity(spark, settings, DateRange(DAY_1, DAY_1))
+    assert [r.summary() for r in results if not r.equal] == []
 
 
 V1_FIXTURE = Path(__file__).parent.parent / "fixtures" / "data-root-v1.tar.gz"

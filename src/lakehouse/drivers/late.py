@@ -39,7 +39,13 @@ from lakehouse.catalog import DERIVED_LAYERS, EVENT_TIME
 from lakehouse.catalog.schemas import meta_schema
 from lakehouse.runtime.progress import StageResult
 from lakehouse.runtime.settings import Settings
-from lakehouse.storage.checkpoints import COMPLETED_BATCH, batches_with_input, read_sidecar
+from lakehouse.storage.checkpoints import (
+    BACKFILL_WATERMARK,
+    BACKFILLED_VERSIONS,
+    COMPLETED_BATCH,
+    batches_with_input,
+    read_sidecar,
+)
 from lakehouse.storage.delta import (
     append_rows,
     ensure_table,
@@ -73,15 +79,23 @@ def record_late_dates(
 ) -> list[dt.date]:
     """After a run of a stream: the dates of the rows read since its last successful
     run at or below the watermark, appended to `_meta/late_dates`, when the
-    stream may have dropped some."""
+    stream may have dropped some.
+
+    The first run of a stream `lakehouse recover` (or `migrate`) restarted over
+    the table its backfill rebuilt reads its inputs whole and writes only keys
+    the backfill did not: rows its inputs gained since that backfill, at or
+    below the watermark the backfill applied, are late to it, as they would
+    have been to the stream it replaced."""
     sidecar = read_sidecar(checkpoint)
     batches = batches_with_input(checkpoint, result.stage, sidecar.get(COMPLETED_BATCH))
-    watermark_ms = max(batches.values(), default=0)
     unseen = batches.keys() - {p["batchId"] for p in result.progress}
-    if watermark_ms <= 0 or not (result.dropped_late or unseen):
+    dropped = result.dropped_late or unseen
+    rebuilt_ms = sidecar.get(BACKFILL_WATERMARK) or 0
+    watermark_ms = max(max(batches.values(), default=0) if dropped else 0, rebuilt_ms)
+    if watermark_ms <= 0:
         return []
     watermark = dt.datetime.fromtimestamp(watermark_ms / 1000, dt.UTC)
-    read_before = sidecar.get("read_versions", {})
+    read_before = sidecar.get("read_versions") or sidecar.get(BACKFILLED_VERSIONS, {})
     counts: dict[dt.date, int] = {}
     for source in sources:
         since = read_before.get(str(source.resolve()))

@@ -17,7 +17,9 @@
   stateful query must see the rows of the windows and sessions still open,
   and remember the ids of deduplication) and writes only rows whose keys the
   backfill did not write: nothing the backfill closed is written twice,
-  nothing still open loses the rows read before the recovery.
+  nothing still open loses the rows read before the recovery. The dates of
+  rows that arrived after the backfill for what it closed are recorded as
+  late (`lakehouse.drivers.late`).
 - `recover_kafka_topic` (`lakehouse recover --kafka-source S --from earliest|latest`):
   the choice a Kafka stream asks for when its topic is not the one it read
   before (deleted and created again). Its checkpoint is retired and a new
@@ -36,7 +38,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.catalog import SOURCES, TABLES, Source, Table, downstream_of
 from lakehouse.catalog.dates import DateRange
-from lakehouse.drivers.backfill import bronze_days, run_backfill
+from lakehouse.drivers.backfill import bronze_days, bronze_watermarks, run_backfill
 from lakehouse.drivers.bronze import KAFKA_TOPIC, STARTING_OFFSETS, kafka_checkpoint
 from lakehouse.drivers.closed import windows_to_close
 from lakehouse.drivers.streaming import read_sources, unread_inputs
@@ -46,6 +48,8 @@ from lakehouse.quality.ledger import LEDGER_SCHEMA, ledger_path
 from lakehouse.quality.validate import reconciliation_frame
 from lakehouse.runtime.settings import Settings
 from lakehouse.storage.checkpoints import (
+    BACKFILL_WATERMARK,
+    BACKFILLED_VERSIONS,
     REBUILT_BY_BACKFILL,
     RETIRED,
     read_position,
@@ -53,7 +57,7 @@ from lakehouse.storage.checkpoints import (
     write_sidecar,
 )
 from lakehouse.storage.delta import append_rows, is_delta_table, read_table
-from lakehouse.storage.delta.log import streams_that_wrote
+from lakehouse.storage.delta.log import latest_version, streams_that_wrote
 from lakehouse.storage.kafka import topic_state
 from lakehouse.storage.objects import Root, move_tree, relative
 
@@ -240,6 +244,7 @@ def recover_tables(
         results, _ = run_backfill(spark, settings, dates, tables=tables, new_schema=True)
         for result in results:
             echo(f"rebuilt by backfill {dates.start}..{dates.end}: {result.summary()}")
+    watermarks = bronze_watermarks(spark, settings) if dates is not None else {}
     created = _now()
     for table in tables:
         checkpoint = settings.checkpoint(table.layer, table.name)
@@ -251,6 +256,12 @@ def recover_tables(
             REBUILT_BY_BACKFILL: True,
             FINGERPRINT: fingerprint(table),
         }
+        if table.closed_by is None:  # a stream: what is late to the backfill
+            inputs = [settings.table(*source.split("/")) for source in table.inputs]
+            sidecar[BACKFILL_WATERMARK] = watermarks.get(table.id)
+            sidecar[BACKFILLED_VERSIONS] = {
+                str(path.resolve()): latest_version(path) for path in inputs if is_delta_table(path)
+            }
         write_sidecar(checkpoint, sidecar)
         echo(f"{table.id}: new checkpoint {checkpoint}")
     return retired

@@ -167,7 +167,6 @@ def write_table(spark: SparkSession, settings: Settings, table: Table) -> StageR
     checkpoint = settings.checkpoint(table.layer, table.name)
     rebuilt = bool(read_sidecar(checkpoint).get(REBUILT_BY_BACKFILL))
     insert_new = (table.first_write_wins or rebuilt) and not table.upsert
-    transform = transform_of(table)
     sink = StreamSink(
         spark,
         settings.table(table.layer, table.name),
@@ -177,13 +176,13 @@ def write_table(spark: SparkSession, settings: Settings, table: Table) -> StageR
         merge_keys=list(table.keys) if table.upsert else [],
         insert_new_keys=list(table.keys) if insert_new else [],
         # A deduplicated event table's transform resolves a micro-batch's copies in batch.
-        each_batch=transform if table.first_write_wins else None,
+        each_batch=transform_of(table) if table.first_write_wins else None,
     )
     source_paths = [settings.table(*source.split("/")) for source in table.inputs]
 
     def build() -> DataFrame:
         inputs = [source_stream(spark, settings, source, table) for source in table.inputs]
-        return transform(*inputs)
+        return transform_of(table)(*inputs)
 
     result = run_available_now(
         table.id,

@@ -53,6 +53,11 @@ SIDECAR = "lakehouse.json"
 # In `lakehouse.json` of a stream `lakehouse recover` restarted over tables its
 # backfill rebuilt, until its first successful run (`lakehouse.drivers.tables.write_table`).
 REBUILT_BY_BACKFILL = "rebuilt_by_backfill"
+# Beside it: the watermark that backfill applied to the table (ms), and its inputs'
+# versions right after it. Rows its inputs gained since, at or below that watermark, are
+# late to the backfill (`lakehouse.drivers.late.record_late_dates`).
+BACKFILL_WATERMARK = "backfill_watermark_ms"
+BACKFILLED_VERSIONS = "backfilled_versions"
 # Brings a data root of an older version to this one (docs/operations.md, 'Upgrading').
 UPGRADE_COMMAND = "lakehouse recover --layer bronze --layer silver --layer gold"
 RETIRED = "_retired"
@@ -145,7 +150,8 @@ def record_read(
         sidecar[COMPLETED_BATCH] = batch
     # A recovered stream's first run is done; its offsets and state say the rest.
     sidecar.pop("starting_versions", None)
-    sidecar.pop(REBUILT_BY_BACKFILL, None)
+    for key in (REBUILT_BY_BACKFILL, BACKFILL_WATERMARK, BACKFILLED_VERSIONS):
+        sidecar.pop(key, None)
     write_sidecar(checkpoint, sidecar)
 
 
