@@ -223,18 +223,15 @@ def main(argv: list[str] | None = None) -> int:
             print("Airflow is not running")
         return 0
     up = {service.name for service in processes.running(local.state)}
-    if up:  # `make airflow-up` again: say where it runs; stop nothing
-        down = [name for name in SERVICES if name not in up]
-        if down:
-            print(
-                f"airflow: {', '.join(down)} stopped, {', '.join(sorted(up))} still running "
-                f"from {local.home}: run `make airflow-down`, then `make airflow-up`",
-                file=sys.stderr,
-            )
-            return 1
-        print(f"Airflow is already running from {local.home}; nothing started or stopped")
-        print("  (to start it with other settings: make airflow-down, then make airflow-up)")
-    else:
+    down = [name for name in SERVICES if name not in up]
+    if up and down:
+        print(
+            f"airflow: {', '.join(down)} stopped, {', '.join(sorted(up))} still running "
+            f"from {local.home}: run `make airflow-down`, then `make airflow-up`",
+            file=sys.stderr,
+        )
+        return 1
+    if not processes.already_running(local.state, "Airflow"):
         try:
             local.start()
         except (RuntimeError, TimeoutError) as error:

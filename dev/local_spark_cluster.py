@@ -151,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         running = processes.print_status(cluster.state)
         print(f"alive workers: {cluster.alive_workers()}" if running else "not running")
         return 0
+    if processes.already_running(cluster.state, "the Spark cluster"):
+        return 0
     try:
         cluster.start()
     except (RuntimeError, TimeoutError) as error:

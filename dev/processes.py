@@ -180,6 +180,18 @@ class LocalServer(Protocol):
     def listening(self) -> bool: ...
 
 
+def already_running(state: Path, what: str) -> bool:
+    """`make <x>-up` while `what` runs: say so and leave it running (stopping it would
+    end whatever uses it); whether it runs."""
+    if not running(state):
+        return False
+    print(
+        f"{what} is already running from {state}; nothing started or stopped "
+        "(to start it with other settings, stop it first)"
+    )
+    return True
+
+
 def server_command(
     action: str, server: LocalServer, name: str, address: str, ready: Callable[[float], list[str]]
 ) -> int:
@@ -195,6 +207,8 @@ def server_command(
             print(f"listening on {address}: {server.listening()}")
         else:
             print("not running")
+        return 0
+    if already_running(server.state, f"the {name}"):
         return 0
     try:
         seconds = server.start()
