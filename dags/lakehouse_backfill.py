@@ -2,21 +2,26 @@
 
 check_request -> backfill -> validate -> parity
 
-Each night (UTC) it runs `lakehouse backfill --pending`: every date holding
-events the streams dropped as late since its last backfill, whatever day
-they belong to, and the dates holding other copies of those dates' event
-ids (its log names them); then parity checks the day that just ended. A
-manual trigger does the same at once.
+At each UTC midnight it runs `lakehouse backfill --pending`: every date
+holding events the streams dropped as late since its last backfill, whatever
+day they belong to, and the dates holding other copies of those dates' event
+ids (its log names them); then parity checks the day that just ended. The
+run's note names the dates it recomputed and what parity compared (a day
+with no rows in any table is said to be one, not to agree). A manual trigger
+does the same at once, and only that: the DAG is unpaused from the start, so
+the trigger dialog has no "Unpause" box, and it has no start date, so its
+first scheduled run is the first midnight after it was deployed, not one at
+deployment.
 
-It keeps a daily schedule for Airflow's own backfills too:
-`airflow backfill create --dag-id lakehouse_backfill --from-date ...
---to-date ...` creates one run per day, each recomputing its day (Airflow
-refuses to backfill a DAG without a schedule).
+Airflow's own backfills work on it: `airflow backfill create --dag-id
+lakehouse_backfill --from-date 2026-11-02 --to-date 2026-11-04` creates one
+run per midnight in that span, and each recomputes the day that ended then,
+as the nightly run does: here 2026-11-01, 11-02 and 11-03 (Airflow refuses
+to backfill a DAG without a schedule).
 
 Its `backfill`, `validate` and `parity` tasks each wait until no run of
 `lakehouse_incremental` is in progress (a backfill or parity refuses while
-the streams have rows to write). It starts paused: unpausing it (the trigger dialog's box does)
-also starts the run of the day that ended.
+the streams have rows to write), then take turns in the writers pool.
 
 For a date range of your choice from the UI, trigger
 `lakehouse_backfill_range` instead: its form takes the range and the layers,
@@ -28,7 +33,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from airflow.sdk import DAG, CronDataIntervalTimetable, chain, task
+from airflow.sdk import DAG, CronTriggerTimetable, chain, task
 
 from lakehouse.orchestration import (
     DEFAULT_ARGS,
@@ -43,9 +48,12 @@ with DAG(
     **described(
         "lakehouse_backfill", "nightly: recompute the dates that received late data, validate, diff"
     ),
-    # Data intervals of whole UTC days, each run after its day has ended.
-    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
-    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    # A run at each UTC midnight, its data interval the day that ended. Without a start
+    # date, the first is the next midnight (the timetable's run_immediately=False).
+    schedule=CronTriggerTimetable("0 0 * * *", timezone="UTC", interval=dt.timedelta(days=1)),
+    # A nightly job runs nightly once deployed, and its trigger dialog has no "Unpause"
+    # box (ticked by default, it also started the scheduled run of the day that ended).
+    is_paused_upon_creation=False,
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULT_ARGS,

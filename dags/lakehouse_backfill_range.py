@@ -6,16 +6,22 @@ Trigger it from the UI (the Trigger button opens the form): a start and an
 end date (UTC, both inclusive) and the layers to recompute. It has no
 schedule, and so starts unpaused: triggering it starts this one run and
 nothing else. When you press Trigger, Airflow checks each field (a date,
-required, known layers) and creates no run for a form that fails. The range
-as a whole is checked by the run's first task, `check_request`: an end
-before the start, or a range of more than 366 days without the "Yes, the
-whole range" box, fails it with a one-line reason, also in the run's note,
-before any Spark job (the run then shows as failed); a sound range becomes
-the run's note. A run created some other way (`airflow dags trigger -c
-'{...}'`) is checked the same way. Its `backfill`, `validate` and `parity` tasks each
-wait until no run of `lakehouse_incremental` is in progress. The backfill also
-recomputes the dates outside the range that hold other copies of its dates'
-event ids, so that each id stays on one date (its log names them).
+required, known layers) and creates no run for a form that fails: the form
+shows the reason under the field. The range as a whole is checked by the
+run's first task, `check_request`, within seconds of the click, even while
+another backfill runs: an end before the start, or a range of more than 366
+days without the "Yes, the whole range" box, fails it with a one-line reason
+in its log and in the run's note (reload the run's page to see the note),
+before any Spark job; the run shows as failed. A sound range becomes the
+run's note. A run created some other way (`airflow dags trigger -c
+'{...}'`) is checked the same way.
+
+Its `backfill`, `validate` and `parity` tasks each wait until no run of
+`lakehouse_incremental` is in progress, then for the writers pool, where
+Spark jobs that write or compare tables take turns: two backfills triggered
+together run one after the other. The backfill also recomputes the dates
+outside the range that hold other copies of its dates' event ids, so that
+each id stays on one date (its log names them).
 
 For the dates that received late data, the nightly `lakehouse_backfill`
 does it on its own; `airflow backfill create` works on that one too.
@@ -50,7 +56,8 @@ with DAG(
     is_paused_upon_creation=False,
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
-    max_active_runs=1,
+    # Runs do not wait for each other whole, so a form is checked the moment it is
+    # triggered; their Spark jobs take turns in the writers pool.
     default_args=DEFAULT_ARGS,
     tags=[*TAGS, "backfill"],
     doc_md=__doc__,

@@ -29,7 +29,9 @@ with DAG(
         "compact and vacuum every Delta table, expire old reports, validate whole tables",
     ),
     schedule="0 3 * * *",
-    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    # Runs each night once deployed, the first at the next 03:00 (no start date); its
+    # trigger dialog has no "Unpause" box, which also started the night's missed run.
+    is_paused_upon_creation=False,
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULT_ARGS,

@@ -242,6 +242,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  user:      {ADMIN}")
     print(f"  password:  {local.password()}")
     print(f"  data root: {local.data_root}")
+    landing = Path(str(local.data_root)) / "landing"
+    if not str(local.data_root).startswith("s3") and not any(landing.glob("*/*.*")):
+        print(
+            f"  landing:   {landing} holds no file: the first run would ingest nothing; "
+            "`.venv/bin/lakehouse generate --events 20000 --seed 42` writes sample events"
+        )
     print(f"  spark:     {local.spark_master}")
     print(f"  logs:      {local.state / 'logs'} (services), {local.home / 'logs'} (tasks)")
     if local.schedule.lower() == "none":

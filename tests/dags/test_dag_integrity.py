@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import itertools
 import json
 import subprocess
@@ -14,7 +15,7 @@ import jinja2
 import pytest
 from airflow.dag_processing.dagbag import DagBag
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import CronDataIntervalTimetable
+from airflow.sdk import CronTriggerTimetable
 from airflow.sdk.definitions.param import ParamsDict
 from airflow.sdk.exceptions import ParamValidationError
 
@@ -119,7 +120,13 @@ def test_dag_has_owner_tags_docs_retries_and_one_active_run(bag, dag_id):
     dag = bag.dags[dag_id]
     assert "lakehouse" in dag.tags and len(dag.tags) >= 2
     assert dag.doc_md and dag.description
-    assert dag.max_active_runs == 1 and dag.catchup is False
+    assert dag.catchup is False
+    # The range backfill's runs do not queue whole behind each other, so each form is
+    # checked at once (its Spark jobs take turns in the pool: see below).
+    if dag_id == "lakehouse_backfill_range":
+        assert dag.max_active_runs > 1
+    else:
+        assert dag.max_active_runs == 1
     for task in dag.tasks:
         assert task.owner == OWNER, task.task_id
         if isinstance(task, SparkSubmitOperator):
@@ -208,7 +215,8 @@ def test_backfill_dags_check_the_request_before_the_spark_jobs(bag, dag_id):
     assert dag.get_task("check_request").downstream_task_ids == {"backfill", "validate", "parity"}
     assert dag.get_task("backfill").downstream_task_ids == {"validate"}
     assert dag.get_task("validate").downstream_task_ids == {"parity"}
-    assert dag.get_task("backfill").pool == WRITERS_POOL
+    for task in ("backfill", "validate", "parity"):
+        assert dag.get_task(task).pool == WRITERS_POOL, task
     # Each waits out the incremental run: backfill and parity refuse (exit 4) while the
     # streams have rows to write, and validate would check tables mid-write.
     for task_id in ("backfill", "validate", "parity"):
@@ -224,11 +232,24 @@ def test_backfill_dags_check_the_request_before_the_spark_jobs(bag, dag_id):
     }
 
 
+@pytest.mark.parametrize("dag_id", ["lakehouse_backfill", "lakehouse_maintenance"])
+def test_a_nightly_dag_runs_once_deployed_from_its_next_night_and_has_no_unpause_box(bag, dag_id):
+    dag = bag.dags[dag_id]
+    # Unpaused: the trigger dialog shows no "Unpause" box, whose ticking also started
+    # the night's scheduled run besides the click's.
+    assert dag.is_paused_upon_creation is False
+    # No start date and no run_immediately: the first scheduled run is the next night.
+    assert dag.start_date is None
+    assert isinstance(dag.timetable, CronTriggerTimetable)
+    assert dag.timetable.run_immediately is False
+
+
 def test_the_nightly_backfill_has_whole_day_intervals_and_no_form(bag):
     dag = bag.dags["lakehouse_backfill"]
-    # Whole-day data intervals: what `airflow backfill create` hands each run.
-    assert isinstance(dag.timetable, CronDataIntervalTimetable)
-    assert dag.timetable.expression == "0 0 * * *"
+    # Each run at midnight covers the day that ended: what `airflow backfill create`
+    # hands each run as its data interval.
+    assert dag.timetable.expression == "0 0 * * *" and dag.timetable.timezone == "UTC"
+    assert dag.timetable.interval == dt.timedelta(days=1)
     assert dict(dag.params) == {}
 
 

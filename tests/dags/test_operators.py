@@ -148,7 +148,7 @@ def test_asset_events_only_for_the_tables_that_changed_with_their_facts(tmp_path
     # A warning is named, without its table (the Asset names it).
     assert (
         events[clicks].extra["quality"]
-        == "passed with warnings: x (table): 0 of 10 rows unexpected"
+        == "passed with warnings: not met (table): x: 0 of 10 rows unexpected"
     )
     assert events[clicks].extra["rows_written"] == 7
 
@@ -245,3 +245,57 @@ def test_a_backfill_gives_the_slot_back_while_the_incremental_dag_has_a_run(exit
     # No run in progress: it submits (and this application's exit code 0 passes).
     operator.application_args = ["0"]
     operator.execute(context={"ti": RunsOf(active=0)})
+
+
+class KeptLines:
+    """A task instance that keeps what the task pushes for the notes (`xcom_push`)."""
+
+    def __init__(self, task_id: str = "parity") -> None:
+        self.task_id = task_id
+        self.kept: list[str] = []
+
+    def xcom_push(self, key: str, value: str) -> None:
+        self.kept.append(value)
+
+
+def parity_of(live_rows: int, batch_rows: int, equal: bool = True) -> dict:
+    return {"table": "silver/clicks", "live_rows": live_rows, "batch_rows": batch_rows,
+            "missing_from_live": 0, "unexpected_in_live": 0, "equal": equal}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("report", "said"),
+    [
+        (
+            {"command": "backfill", "dates": "pending: 2026-11-01, 2026-11-03"},
+            "parity: recomputed pending: 2026-11-01, 2026-11-03",
+        ),
+        (
+            {"command": "parity", "dates": "2026-12-05..2026-12-05",
+             "parity": [parity_of(0, 0), parity_of(0, 0)]},
+            "parity: 2026-12-05..2026-12-05: no rows on these dates in any table, nothing compared",
+        ),
+        (
+            {"command": "parity", "dates": "2026-11-03..2026-11-03",
+             "parity": [parity_of(12, 12), parity_of(0, 0)]},
+            "parity: 2026-11-03..2026-11-03: 2 of 2 tables agree",
+        ),
+    ],
+    ids=["backfill-names-its-dates", "parity-of-an-empty-day", "parity-that-agrees"],
+)  # fmt: skip
+def test_a_backfill_names_its_dates_and_parity_what_it_compared_for_the_notes(report, said):
+    ti = KeptLines()
+    operator = LakehouseSubmitOperator(task_id="parity", application="unused.py")
+    operator.say_what_it_covered({"ti": ti}, report)
+    assert ti.kept == [said]
+
+
+def test_what_the_queries_noticed_goes_to_the_notes():
+    notice = "landing/clicks/ has never held a landing file: nothing to ingest (...)"
+    report = {"stages": [{"stage": "bronze/clicks", "notices": [notice]},
+                         {"stage": "bronze/impressions", "notices": []}]}  # fmt: skip
+    ti = KeptLines("bronze")
+    LakehouseSubmitOperator(task_id="bronze", application="unused.py").say_notices(
+        {"ti": ti}, report
+    )
+    assert ti.kept == [f"bronze: 1 notice(s):\n- bronze/clicks: {notice}"]

@@ -167,8 +167,9 @@ def live(request, spark, tmp_path_factory) -> LiveAirflow:
 
 @pytest.fixture(scope="module")
 def browser(live):
-    """Headless Chromium driven by Selenium, logged in as the UI does it (Airflow's
-    session cookie holds the token); None without chromium and chromedriver."""
+    """Headless Chromium driven by Selenium, logged in as a person does it, through
+    Airflow's login page (no cookie set by hand); None without chromium and
+    chromedriver."""
     chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
     if chromium is None or driver_path is None:
         yield None
@@ -190,10 +191,19 @@ def browser(live):
         "--lang=en-US",
     ):
         options.add_argument(flag)
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     try:
-        driver.get(f"{live.airflow.url}/api/v2/monitor/health")
-        driver.add_cookie({"name": "_token", "value": live.token, "path": "/"})
+        driver.get(live.airflow.url)
+        username = (By.NAME, "username")
+        WebDriverWait(driver, 60).until(expected_conditions.presence_of_element_located(username))
+        driver.find_element(*username).send_keys(ADMIN)
+        driver.find_element(By.NAME, "password").send_keys(live.airflow.password())
+        driver.find_element(By.XPATH, "//button[@type='submit']").click()
+        WebDriverWait(driver, 60).until(lambda d: "/login" not in d.current_url)
         yield driver
     finally:
         driver.quit()
@@ -230,12 +240,37 @@ def click_trigger(browser, live: LiveAirflow, dag_id: str) -> None:
     WebDriverWait(browser, 60).until(expected_conditions.element_to_be_clickable(dialog)).click()
 
 
+def fill_range_form(browser, live: LiveAirflow, start: str, end: str) -> None:
+    """The range backfill's form as a user fills it: Trigger, the two dates (typed as
+    the date fields take them, month first), then the dialog's Trigger."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(f"{live.airflow.url}/dags/lakehouse_backfill_range")
+    trigger = (By.XPATH, "//button[normalize-space()='Trigger']")
+    WebDriverWait(browser, 60).until(expected_conditions.element_to_be_clickable(trigger)).click()
+    for field, date in (("element_start", start), ("element_end", end)):
+        typed = WebDriverWait(browser, 60).until(
+            expected_conditions.presence_of_element_located((By.ID, field))
+        )
+        year, month, day = date.split("-")
+        typed.send_keys(f"{month}{day}{year}")
+    dialog = (By.XPATH, "//*[@role='dialog']//button[normalize-space()='Trigger']")
+    WebDriverWait(browser, 60).until(expected_conditions.element_to_be_clickable(dialog)).click()
+
+
+# A range each field allows but not as a whole, submitted while the backfill waits.
+BAD_RANGE = {"start": "2026-11-05", "end": "2026-11-03"}
+
+
 @dataclass
 class FirstRun:
     run: dict  # the incremental DAG's run, ended: silver passed with warnings
     runs_at_click: dict[str, list[str]]  # every DAG's runs once the click had made one
     dialog_text: str  # what the trigger dialog said
     backfill: dict  # the range backfill triggered while the run was in progress, ended
+    refused: dict  # a bad range in the form, submitted while that backfill waited, ended
 
 
 @pytest.fixture(scope="module")
@@ -263,11 +298,20 @@ def first_run(live, browser) -> FirstRun:
     )
     response = live.trigger("lakehouse_backfill_range", RANGE)
     assert response.status == 200, response.body
+    backfill_id = response.json()["dag_run_id"]
+    if browser is None:
+        assert live.trigger("lakehouse_backfill_range", BAD_RANGE).status == 200
+    else:
+        fill_range_form(browser, live, BAD_RANGE["start"], BAD_RANGE["end"])
+    wait_until(lambda: len(all_runs(live)["lakehouse_backfill_range"]) == 2, 60, "the form's run")
+    (refused_id,) = set(all_runs(live)["lakehouse_backfill_range"]) - {backfill_id}
+    refused = live.wait_for("lakehouse_backfill_range", refused_id)
     return FirstRun(
         live.wait_for("lakehouse_incremental", run_id),
         runs_at_click,
         dialog_text,
-        live.wait_for("lakehouse_backfill_range", response.json()["dag_run_id"]),
+        live.wait_for("lakehouse_backfill_range", backfill_id),
+        refused,
     )
 
 
@@ -335,8 +379,14 @@ def test_a_layer_that_passed_with_warnings_says_so_in_its_log_its_run_note_and_i
 ):
     run_id = incremental["dag_run_id"]
     note = incremental["note"] or ""
-    assert note.startswith("silver: passed with 1 warning(s): silver/late_drops: "), note
+    # A first line the run's header shows whole, then the warning, read the right way.
+    first, *listed = note.splitlines()
+    assert first == "silver: passed with 1 warning(s):", note
+    assert listed[0].startswith("- silver/late_drops: not met (table): no query drops"), note
     assert "of its input as late" in note and "bronze" not in note, note
+    # The silver task keeps its own lines as its note: the grid marks the task.
+    silver = task_instances(live, "lakehouse_incremental", run_id)["silver"]
+    assert silver["state"] == "success" and silver["note"] == note, silver
     log = task_log(live, "lakehouse_incremental", run_id, "silver", 1)
     assert "data-quality warning: silver/late_drops: " in log, log[-2000:]
     events = asset_events(live, "lakehouse_incremental", run_id)
@@ -364,6 +414,104 @@ def test_airflow_up_run_again_keeps_the_running_airflow(live):
     assert f"Airflow is up: {live.airflow.url}" in again.stdout
     assert {s.name for s in processes.running(live.airflow.state)} == set(SERVICES)
     assert processes.http_ok(f"{live.airflow.url}/api/v2/monitor/health")
+
+
+@pytest.mark.parametrize("dag_id", ["lakehouse_backfill", "lakehouse_maintenance"])
+def test_a_nightly_dags_trigger_dialog_has_no_unpause_box(live, browser, dag_id):
+    """Unpaused from the start, so the dialog offers no "Unpause" box (ticked by default,
+    it also started the night's scheduled run: one click made two runs); closed here
+    without a click on its Trigger."""
+    needs(browser)
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(f"{live.airflow.url}/dags/{dag_id}")
+    trigger = (By.XPATH, "//button[normalize-space()='Trigger']")
+    WebDriverWait(browser, 60).until(expected_conditions.element_to_be_clickable(trigger)).click()
+    dialog = (By.XPATH, "//*[@role='dialog'][.//button[normalize-space()='Trigger']]")
+    visible = expected_conditions.visibility_of_element_located(dialog)
+    shown = WebDriverWait(browser, 60).until(visible)
+    text = shown.text
+    shown.send_keys(Keys.ESCAPE)
+    assert "Trigger Dag" in text and "Unpause" not in text, text
+    assert all_runs(live)[dag_id] == []
+
+
+def click_a_link_inside(browser, frame, link_text: str) -> tuple[str, str]:
+    """In the embedded report view `frame`, a click on the first link whose text holds
+    `link_text`; the page it opened in the frame: (its title, its text)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.switch_to.frame(frame)
+    try:
+        link = browser.find_element(By.PARTIAL_LINK_TEXT, link_text)
+        before = browser.execute_script("return document.URL")
+        link.click()
+        WebDriverWait(browser, 60).until(
+            lambda b: b.execute_script("return document.URL") != before
+        )
+        WebDriverWait(browser, 60).until(
+            lambda b: b.execute_script("return document.readyState") == "complete"
+        )
+        # (WebDriver's own `title` is the top page's: Airflow's.)
+        title = browser.find_element(By.TAG_NAME, "title").get_attribute("textContent")
+        return title, browser.find_element(By.TAG_NAME, "body").text
+    finally:
+        browser.switch_to.default_content()
+
+
+def test_links_clicked_inside_the_embedded_reports_open_with_the_login(live, browser, incremental):
+    """Browse > Lakehouse reports and a DAG run's Lakehouse reports tab embed the pages;
+    a click on a link inside them opens the page with the login the browser holds
+    (as a person clicks: no cookie or token added by hand). A sandboxed page with an
+    opaque origin answered every such click with "Not authenticated"."""
+    needs(browser)
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    wait = WebDriverWait(browser, 60)
+    frame = (By.TAG_NAME, "iframe")
+
+    browser.get(f"{live.airflow.url}/plugin/lakehouse-reports")
+    embedded = wait.until(expected_conditions.presence_of_element_located(frame))
+    title, text = click_a_link_inside(browser, embedded, "silver/user_actions")
+    assert "Not authenticated" not in text, text[:300]
+    assert "silver/user_actions" in text and "Rows in and out" in text, text[:300]
+    browser.save_screenshot(str(SCREENSHOTS / "11-browse-reports-link-followed.png"))
+
+    run_id = incremental["dag_run_id"]
+    browser.get(f"{live.airflow.url}/dags/lakehouse_incremental/runs/{urllib.parse.quote(run_id)}")
+    tab = (By.XPATH, "//a[normalize-space()='Lakehouse reports']")
+    wait.until(expected_conditions.element_to_be_clickable(tab)).click()
+    embedded = wait.until(expected_conditions.presence_of_element_located(frame))
+    wait.until(lambda _: "dag-runs" in embedded.get_attribute("src"))
+    title, text = click_a_link_inside(browser, embedded, "run-")
+    assert "Not authenticated" not in text, text[:300]
+    assert title.startswith("lakehouse run "), title
+    browser.save_screenshot(str(SCREENSHOTS / "12-run-tab-link-followed.png"))
+
+
+def test_a_served_page_runs_no_script_in_the_browser(live, browser):
+    """The sandbox keeps Airflow's origin for the links' sake, and still runs nothing: a
+    page in the reports folder with an inline script and an event handler, as a value
+    that escaped every escaping would be, changes nothing when Chromium opens it."""
+    needs(browser)
+    probe = live.root / "reports" / "probe-script.html"
+    probe.write_text(
+        "<!doctype html><title>inert</title><script>document.title='ran'</script>"
+        "<img src=missing.png onerror=\"document.title='ran'\"><p>probe</p>"
+    )
+    try:
+        browser.get(f"{live.airflow.url}/lakehouse/reports/probe-script.html")
+        assert "probe" in browser.page_source
+        assert browser.title == "inert"
+    finally:
+        probe.unlink()
 
 
 def test_the_home_page_shows_every_component_healthy_triggerer_included(live):
@@ -475,7 +623,8 @@ def test_report_pages_and_data_docs_are_served_sandboxed_without_scripts(live, i
         assert headers["content-type"].startswith("text/html"), (path, headers)
         assert headers["x-content-type-options"] == "nosniff"
         policy = headers["content-security-policy"]
-        assert policy.startswith("sandbox;") and "default-src 'none'" in policy, policy
+        assert policy.startswith("sandbox allow-same-origin;"), policy
+        assert "allow-scripts" not in policy and "default-src 'none'" in policy, policy
         assert "<script" not in page.body.lower(), path
 
 
@@ -502,28 +651,44 @@ def test_airflow_refuses_a_malformed_form_field_before_a_run_is_created(live, fo
     assert refused.status == 400, refused.body
     assert field in refused.json()["detail"], refused.body
     assert live.request("GET", runs).json()["total_entries"] == before
-    # A refusal changes no DAG's pause state: the range DAG stays unpaused (it has no
-    # schedule), the nightly one paused.
+    # A refusal changes no DAG's pause state: every lakehouse DAG but the incremental
+    # one (here without a schedule, so unpaused too) starts unpaused.
     paused = {
         d["dag_id"]: d["is_paused"] for d in live.request("GET", "/api/v2/dags").json()["dags"]
     }
-    assert paused["lakehouse_backfill_range"] is False and paused["lakehouse_backfill"] is True
+    assert not any(paused.values()), paused
     # Without credentials Airflow refuses, naming nothing.
     anonymous = live.request("POST", runs, {"logical_date": None, "conf": form}, token="")
     assert anonymous.status == 401, anonymous.body
     assert "lakehouse_backfill_range" not in anonymous.body
 
 
-def test_the_range_backfill_runs_alone_and_names_its_range(live, range_backfill):
-    assert (
-        range_backfill["note"].splitlines()[0]
-        == "backfill 2026-11-03..2026-11-03, layers silver, gold"
-    )
-    # It has no schedule (and so starts unpaused): this run is its only one, and the
-    # nightly backfill (paused) has none.
-    for dag_id, runs in (("lakehouse_backfill_range", 1), ("lakehouse_backfill", 0)):
-        listed = live.request("GET", f"/api/v2/dags/{dag_id}/dagRuns").json()
-        assert listed["total_entries"] == runs, (dag_id, listed)
+def test_the_range_backfill_runs_alone_and_names_its_range(live, first_run):
+    note = first_run.backfill["note"]
+    assert note.splitlines()[0] == "backfill 2026-11-03..2026-11-03, layers silver, gold"
+    assert "backfill: recomputed 2026-11-03..2026-11-03" in note, note
+    assert "parity: 2026-11-03..2026-11-03: " in note and " tables agree" in note, note
+    # It has no schedule (and so starts unpaused): its runs are the two triggered (the
+    # refused form's included); the nightly backfill, unpaused, waits for its first
+    # midnight: none at deployment.
+    ours = {first_run.backfill["dag_run_id"], first_run.refused["dag_run_id"]}
+    assert set(all_runs(live)["lakehouse_backfill_range"]) >= ours
+    assert all_runs(live)["lakehouse_backfill"] == []
+
+
+def test_a_bad_range_in_the_form_fails_at_once_in_one_line_while_another_backfill_waits(
+    live, first_run
+):
+    """End before start, submitted through the form while a sound backfill waited for the
+    incremental run: its check ran at once (it did not queue behind that run) and failed
+    in one line, in the run's note, while the incremental run was still in progress."""
+    refused, waiting = first_run.refused, first_run.backfill
+    assert refused["state"] == "failed"
+    reason = "check_request: refused: start 2026-11-05 is after end 2026-11-03"
+    assert refused["note"] == reason, refused["note"]
+    # Once, it waited for that backfill run to end, which waited for the incremental one.
+    assert refused["end_date"] < first_run.run["end_date"], (refused, first_run.run)
+    assert refused["end_date"] < waiting["end_date"], (refused, waiting)
 
 
 @pytest.mark.parametrize(
@@ -572,7 +737,7 @@ def test_a_refused_request_is_one_line_in_the_log_and_the_run_note(
     paused = {
         d["dag_id"]: d["is_paused"] for d in live.request("GET", "/api/v2/dags").json()["dags"]
     }
-    assert paused["lakehouse_backfill_range"] is False and paused["lakehouse_backfill"] is True
+    assert not any(paused.values()), paused
 
 
 def test_the_range_backfill_updates_the_assets_of_what_it_rewrote(live, range_backfill):
@@ -658,7 +823,7 @@ def test_every_link_two_levels_below_the_reports_index_answers(live, blocked):
     assert any("/dags/lakehouse_incremental/runs/" in url for url in seen)
 
 
-def test_screenshots_of_what_a_user_sees(live, browser, incremental, range_backfill):
+def test_screenshots_of_what_a_user_sees(live, browser, first_run, incremental, range_backfill):
     """Saved for people to look at (the issues ask for them); the assertions check each
     page shows what the picture is for."""
     needs(browser)
@@ -671,11 +836,9 @@ def test_screenshots_of_what_a_user_sees(live, browser, incremental, range_backf
     url = live.airflow.url
 
     def shown(text: str) -> None:
-        wait.until(
-            expected_conditions.visibility_of_element_located(
-                (By.XPATH, f"//*[contains(text(), '{text}')]")
-            )
-        )
+        """Until an element showing `text` is visible (the first match may be hidden)."""
+        matches = (By.XPATH, f"//*[contains(text(), '{text}')]")
+        wait.until(lambda _: any(e.is_displayed() for e in browser.find_elements(*matches)))
 
     # The DAG list: each DAG says what it does.
     browser.get(f"{url}/dags")
@@ -724,6 +887,14 @@ def test_screenshots_of_what_a_user_sees(live, browser, incremental, range_backf
     browser.get(f"{url}/dags/lakehouse_incremental/runs/{urllib.parse.quote(warned)}")
     shown("silver: passed with 1 warning(s)")
     browser.save_screenshot(str(SCREENSHOTS / "8-run-passed-with-warnings.png"))
+    # The same run in the grid (a success; the note marks its bar and the silver task)
+    # and in the runs list (states only: Airflow's list shows no note).
+    browser.get(f"{url}/dags/lakehouse_incremental")
+    shown("gold")
+    browser.save_screenshot(str(SCREENSHOTS / "13-warned-run-in-the-grid.png"))
+    browser.get(f"{url}/dags/lakehouse_incremental/runs")
+    shown(warned[:20])
+    browser.save_screenshot(str(SCREENSHOTS / "14-warned-run-in-the-runs-list.png"))
     # ... and as the silver table's asset event says (Airflow folds the facts: unfolded).
     asset = live.request("GET", "/api/v2/assets?name_pattern=silver.user_actions").json()
     browser.get(f"{url}/assets/{asset['assets'][0]['id']}")
@@ -775,3 +946,10 @@ def test_screenshots_of_what_a_user_sees(live, browser, incremental, range_backf
     browser.find_element(By.ID, "element_start").send_keys("11032026")
     assert not browser.find_elements(*trigger)[-1].is_enabled()  # the end is required
     browser.save_screenshot(str(SCREENSHOTS / "5-backfill-form-refuses.png"))
+
+    # An end before the start, which the fields allow: the run the form made failed
+    # within seconds, its reason the run's note.
+    refused = first_run.refused["dag_run_id"]
+    browser.get(f"{url}/dags/lakehouse_backfill_range/runs/{urllib.parse.quote(refused)}")
+    shown("check_request: refused: start 2026-11-05 is after end 2026-11-03")
+    browser.save_screenshot(str(SCREENSHOTS / "15-form-range-refused-in-the-run-note.png"))

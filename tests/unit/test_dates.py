@@ -79,10 +79,13 @@ def test_the_nightly_run_recomputes_the_pending_dates_and_checks_parity_of_its_d
 
 
 def test_a_manual_trigger_of_the_nightly_dag_does_what_the_night_does():
-    # Without a logical date there is no data interval: parity checks the day before.
-    manual = nightly_request("manual", None, DAY + dt.timedelta(hours=9))
-    assert manual.pending
-    assert manual.dates == DateRange(dt.date(2026, 11, 4), dt.date(2026, 11, 4))
+    # Parity checks the day that ended, with or without the data interval Airflow
+    # infers for a manual run (the 24 hours before it, over two dates).
+    later = DAY + dt.timedelta(hours=9)
+    for interval in (None, (later - dt.timedelta(days=1), later)):
+        manual = nightly_request("manual", interval, later)
+        assert manual.pending
+        assert manual.dates == DateRange(dt.date(2026, 11, 4), dt.date(2026, 11, 4))
 
 
 def test_airflow_backfill_create_runs_recompute_their_data_interval_end_exclusive():

@@ -81,19 +81,17 @@ def nightly_request(
 ) -> BackfillRequest:
     """What a run of the nightly backfill DAG (`lakehouse_backfill`) recomputes.
 
-    A run `airflow backfill create` made recomputes its data interval. Any
-    other run (the scheduled one, or a manual trigger) recomputes the pending
-    dates (`backfill --pending`) and checks parity of its data interval, or of
-    the day before it was triggered when it has none.
+    A run `airflow backfill create` made recomputes its data interval: the
+    day that ended at its logical date. Any other run (the scheduled one at
+    midnight, or a manual trigger) recomputes the pending dates (`backfill
+    --pending`) and checks parity of the UTC day that ended before it ran.
     """
     if run_type == "backfill":
         if interval is None:
             raise ValueError("a backfill run without a data interval")
         return BackfillRequest(_days(interval), DERIVED_LAYERS)
-    if interval is None:
-        today = run_after.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-        interval = (today - dt.timedelta(days=1), today)
-    return BackfillRequest(_days(interval), DERIVED_LAYERS, pending=True)
+    yesterday = run_after.astimezone(dt.UTC).date() - dt.timedelta(days=1)
+    return BackfillRequest(DateRange(yesterday, yesterday), DERIVED_LAYERS, pending=True)
 
 
 # The longest range the backfill form runs without its "yes, the whole range" box: a

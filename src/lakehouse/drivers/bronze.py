@@ -272,6 +272,11 @@ def run_bronze_source(spark: SparkSession, settings: Settings, source: Source) -
         other_writers=[kafka_checkpoint(settings, source)],
     )
     result.notices = scan.notices
+    if not settings.kafka_bootstrap_servers and not manifest_files(manifests):
+        result.notices.append(
+            f"landing/{source.name}/ has never held a landing file: nothing to ingest "
+            "(`lakehouse generate --events 20000 --seed 42` writes sample events)"
+        )
     return writer.finish(result)
 
 

@@ -175,6 +175,8 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
             raise
         report = self.report()
         self.say_warnings(context, report)
+        self.say_notices(context, report)
+        self.say_what_it_covered(context, report)
         self.publish_changes(context, report)
 
     def exit_code(self) -> int | None:
@@ -200,12 +202,45 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
 
     def say_warnings(self, context: Any, report: dict[str, Any] | None) -> None:
         """A job whose checks passed with warnings says so: a line per warning in the task
-        log, and one line for the DAG run's note."""
+        log, and for the notes a short first line (what the run's header shows) with the
+        warnings listed under it."""
         warnings = [w for table in checked_tables(report) for w in table["warnings"]]
         for warning in warnings:
             self.log.warning("data-quality warning: %s", warning)
         if warnings:
-            keep_outcome(context, f"passed with {len(warnings)} warning(s): {'; '.join(warnings)}")
+            listed = "".join(f"\n- {warning}" for warning in warnings)
+            keep_outcome(context, f"passed with {len(warnings)} warning(s):{listed}")
+
+    def say_notices(self, context: Any, report: dict[str, Any] | None) -> None:
+        """For the notes, what the job's queries said beyond their figures (a landing
+        folder that never held a file, files not read): in the log already, easy to miss."""
+        notices = [
+            f"{stage['stage']}: {notice}"
+            for stage in (report or {}).get("stages", [])
+            for notice in stage.get("notices") or []
+        ]
+        if notices:
+            listed = "".join(f"\n- {notice}" for notice in notices)
+            keep_outcome(context, f"{len(notices)} notice(s):{listed}")
+
+    def say_what_it_covered(self, context: Any, report: dict[str, Any] | None) -> None:
+        """For the notes, the dates a backfill recomputed (`--pending` decides them as it
+        runs) and what parity compared; parity of dates that hold no row anywhere says
+        it compared nothing, rather than agreement."""
+        if not report or not report.get("dates"):
+            return
+        if report.get("command") == "backfill":
+            keep_outcome(context, f"recomputed {report['dates']}")
+        elif report.get("command") == "parity":
+            tables = report.get("parity") or []
+            rows = sum(t.get("live_rows", 0) + t.get("batch_rows", 0) for t in tables)
+            if rows == 0:
+                said = f"{report['dates']}: no rows on these dates in any table, nothing compared"
+                self.log.warning("parity %s", said)
+            else:
+                agree = sum(1 for t in tables if t.get("equal"))
+                said = f"{report['dates']}: {agree} of {len(tables)} tables agree"
+            keep_outcome(context, said)
 
     def report(self) -> dict[str, Any] | None:
         """The summary (JSON) of the run report the job wrote, if it wrote one."""

@@ -16,14 +16,15 @@ image loads it; `airflow plugins` lists it.
   charts), and a "Lakehouse reports" tab on every DAG run (the reports its
   tasks wrote).
 - A listener that writes into a DAG run's note, when it ends, what its tasks
-  kept for it: a backfill's range, a layer that passed with warnings, a refusal
-  (`RunNotes`).
+  kept for it: a backfill's range, a layer that passed with warnings, a refusal;
+  and each task's lines into that task's note (`RunNotes`).
 
 A bad backfill form is not this plugin's business: Airflow checks each field
 against its Param schema before it creates a run, and the DAG's first task,
 `check_request`, refuses the range as a whole in one line.
 - Every page served carries a Content-Security-Policy that sandboxes it, runs
-  no script and loads nothing from elsewhere (`REPORT_HEADERS`).
+  no script and loads nothing from elsewhere (`REPORT_HEADERS`); its links
+  work inside Airflow's views, with the login.
 """
 
 from __future__ import annotations
@@ -117,13 +118,17 @@ def report_file(reports: Path, path: str) -> Path:
     raise HTTPException(status_code=404, detail=f"no report {path[:200]!r}")
 
 
-# Every page served here is a sandboxed document (an origin of its own, so no
-# cookie or API of Airflow's is within its reach) that runs no script and loads
-# nothing from elsewhere: a value from a landing file can never act, even if a
-# page failed to escape it. Inline styles and pictures stay (the charts).
+# Every page served here is a sandboxed document that runs no script (the sandbox
+# does not allow scripts, and the policy names no script source), submits no form
+# and loads nothing from elsewhere: a value from a landing file can never act,
+# even if a page failed to escape it. Inline styles and pictures stay (the
+# charts). The sandbox keeps the page's own origin (`allow-same-origin`): a link
+# followed inside Airflow's report views is then a same-site navigation, which
+# carries the login cookie (SameSite=Lax), where an opaque origin got
+# "Not authenticated". Without scripts, that origin gives a page nothing to use.
 REPORT_HEADERS = {
     "Content-Security-Policy": (
-        "sandbox; default-src 'none'; style-src 'self' 'unsafe-inline'; "
+        "sandbox allow-same-origin; default-src 'none'; style-src 'self' 'unsafe-inline'; "
         "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
     ),
     "X-Content-Type-Options": "nosniff",
@@ -199,8 +204,14 @@ def noted(note: str | None, lines: list[str]) -> str | None:
 
 class RunNotes:
     """An Airflow listener, called in the scheduler when a DAG run ends: the lines the
-    run's tasks kept for it (a warning, a refusal: `operators.OUTCOME_KEY`) go into its
-    note, which the UI shows on the run and in the runs list."""
+    run's tasks kept for it (a warning, a refusal, a backfill's dates:
+    `operators.OUTCOME_KEY`) go into the run's note, and each task's own lines into
+    that task instance's note.
+
+    Airflow 3 has no "passed with warnings" state, and a state other than success would
+    change what runs next, so a warned run stays a success and the notes say it: the
+    run's page shows the run's note under its header, the grid marks a run and a task
+    that have a note, and a task's page shows its note. The runs list shows no notes."""
 
     @hookimpl
     def on_dag_run_success(self, dag_run: Any, msg: str) -> None:
@@ -212,6 +223,7 @@ class RunNotes:
 
     @staticmethod
     def note(dag_run: Any) -> None:
+        from airflow.models.taskinstance import TaskInstance
         from airflow.models.xcom import XComModel
         from sqlalchemy import select
         from sqlalchemy.orm import object_session
@@ -232,6 +244,20 @@ class RunNotes:
         note = noted(dag_run.note, lines)
         if note is not None:
             dag_run.note = note
+        by_task: dict[str, list[str]] = {}
+        for row, line in zip(kept, lines, strict=True):
+            by_task.setdefault(row.task_id, []).append(line)
+        tasks = session.scalars(
+            select(TaskInstance).where(
+                TaskInstance.dag_id == dag_run.dag_id,
+                TaskInstance.run_id == dag_run.run_id,
+                TaskInstance.task_id.in_(by_task),
+            )
+        ).all()
+        for task in tasks:
+            task_note = noted(task.note, by_task[task.task_id])
+            if task_note is not None:
+                task.note = task_note
 
 
 class LakehousePlugin(AirflowPlugin):

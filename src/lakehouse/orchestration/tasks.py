@@ -39,7 +39,8 @@ REPO = Path(__file__).resolve().parents[3]
 ENTRY_POINT = Path(__file__).resolve().parents[1] / "__main__.py"
 SPARK_CONN_ID = "spark_default"
 # One slot: tasks that write contract tables (incremental stages, backfills,
-# maintenance) never overlap, whichever DAG they belong to.
+# maintenance), and a backfill's checks and parity of what it wrote, never overlap,
+# whichever DAG they belong to.
 WRITERS_POOL = "lakehouse_writers"
 INCREMENTAL_DAG = "lakehouse_incremental"
 # The incremental DAG's layer tasks outrank every other task waiting for the writers
@@ -160,7 +161,9 @@ def backfill_tasks(commands: Any) -> list[LakehouseSubmitOperator]:
     The backfill recomputes silver and gold from the bronze tables (its inlets); validate
     checks what it rewrote and, when that passes, updates those tables' Assets. Each
     waits out the incremental DAG's runs: a backfill or parity while the streams have
-    rows to write refuses (exit 4), and validate would check tables mid-write.
+    rows to write refuses (exit 4), and validate would check tables mid-write. Each
+    takes the writers pool's slot, so no other job writes while one checks or compares,
+    whichever backfill run they belong to (the range DAG runs several at once).
     """
     return [
         lakehouse_submit(
@@ -174,10 +177,13 @@ def backfill_tasks(commands: Any) -> list[LakehouseSubmitOperator]:
         lakehouse_submit(
             "validate",
             commands["validate"],
+            pool=WRITERS_POOL,
             outlets=layer_assets(*DERIVED_LAYERS),
             waits_for=INCREMENTAL_DAG,
         ),
-        lakehouse_submit("parity", commands["parity"], waits_for=INCREMENTAL_DAG),
+        lakehouse_submit(
+            "parity", commands["parity"], pool=WRITERS_POOL, waits_for=INCREMENTAL_DAG
+        ),
     ]
 
 

@@ -171,7 +171,7 @@ class Outcome:
         else:
             found = f"observed {self.observed}"
         sample = f"; sample: {', '.join(self.sample)}" if self.sample else ""
-        return f"{self.table}: {self.description} ({self.scope}): {found}{sample}"
+        return f"{self.table}: not met ({self.scope}): {self.description}: {found}{sample}"
 
 
 def _first_known(*values: Any) -> Any:

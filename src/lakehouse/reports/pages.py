@@ -312,7 +312,7 @@ def _charts(points: list[Point]) -> list[Markup]:
         line_chart("Quarantine rate", labels, one("quarantined", quarantined), "%"),
         line_chart("Data-quality pass rate", labels, one("passed", passed), "%"),
         line_chart(
-            "Freshness: age of the newest event", labels, per("freshness_hours", gold), " h"
+            "Freshness: newest event's age at run start", labels, per("freshness_hours", gold), " h"
         ),
     ]
 

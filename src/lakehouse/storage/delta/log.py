@@ -337,14 +337,13 @@ def unread_commits(path: Root, version: int) -> list[int]:
 
 
 def commit_rows(commit: dict[str, Any]) -> int:
-    """Rows a commit inserted or updated, from Delta's operation metrics (an append's
-    `numOutputRows`, a MERGE's rows inserted and updated)."""
+    """Rows a commit inserted or updated, from Delta's operation metrics: a MERGE's rows
+    inserted and updated (its `numOutputRows` also counts the unchanged rows it copied
+    into the files it rewrote), an append's `numOutputRows`."""
     metrics = commit.get("operationMetrics") or {}
-    if "numOutputRows" in metrics:
-        return int(metrics["numOutputRows"])
-    return int(metrics.get("numTargetRowsInserted", 0)) + int(
-        metrics.get("numTargetRowsUpdated", 0)
-    )
+    if "numTargetRowsInserted" in metrics:
+        return int(metrics["numTargetRowsInserted"]) + int(metrics.get("numTargetRowsUpdated", 0))
+    return int(metrics.get("numOutputRows", 0))
 
 
 def rows_written(path: Root, since: int | None, version: int) -> int | None:
