@@ -8,6 +8,10 @@ Trigger.AvailableNow, each table checked right after the query that writes it
 --new-rows`). A failed blocking check fails the task (exit code 3, not
 retried) and nothing downstream runs; the layer's Assets are updated only
 when its task passed, so data-aware DAGs only ever see validated tables.
+Each layer task's Asset Events tab lists the tables it changed; the run's
+own Asset Events tab lists only events that triggered a run (none for a run
+started by hand or by the schedule). A layer that passed with warnings stays
+green: the run's note and the task's note say so (the grid marks both).
 
 Kafka: when the Airflow Variable `lakehouse_kafka_bootstrap_servers` is set
 (Admin > Variables; host:port[,...]), or `LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS` in

@@ -177,7 +177,8 @@ def test_backfill_pending_recomputes_the_dates_of_late_rows_once(spark, tmp_path
     assert "late 30," in late_run.stdout  # silver/impressions dropped every one
     # A warning, not a failure: it names the query, the share and the way back.
     warning = (
-        "warning  silver/late_drops: no query drops more than 5% of its input as late "
+        "warning  silver/late_drops: not met (table): no query drops more than 5% of its "
+        "input as late "
         "(recover the rows: lakehouse backfill --pending)"
     )
     assert warning in late_run.stdout, late_run.stdout
