@@ -389,6 +389,8 @@ def test_a_layer_that_passed_with_warnings_says_so_in_its_log_its_run_note_and_i
     assert silver["state"] == "success" and silver["note"] == note, silver
     log = task_log(live, "lakehouse_incremental", run_id, "silver", 1)
     assert "data-quality warning: silver/late_drops: " in log, log[-2000:]
+    # Without the JDK's line on the incubator module every Spark 4 driver loads.
+    assert "Using incubator modules" not in log and "checks silver" in log, log[:2000]
     events = asset_events(live, "lakehouse_incremental", run_id)
     quality = {name: event["extra"]["quality"] for name, event in events.items()}
     warned = {name for name, said in quality.items() if said.startswith("passed with warnings")}
