@@ -653,8 +653,8 @@ def test_airflow_refuses_a_malformed_form_field_before_a_run_is_created(live, fo
     assert refused.status == 400, refused.body
     assert field in refused.json()["detail"], refused.body
     assert live.request("GET", runs).json()["total_entries"] == before
-    # A refusal changes no DAG's pause state: every lakehouse DAG but the incremental
-    # one (here without a schedule, so unpaused too) starts unpaused.
+    # A refusal changes no DAG's pause state: every lakehouse DAG here starts unpaused
+    # (the incremental one because it has no schedule here) and stays so.
     paused = {
         d["dag_id"]: d["is_paused"] for d in live.request("GET", "/api/v2/dags").json()["dags"]
     }
