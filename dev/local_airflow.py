@@ -198,6 +198,18 @@ def data_root(given: str | None) -> str:
     return str(Settings.load(data_root=given, default_data_root=REPO / "data").data_root)
 
 
+def empty_landing_hint(root: str | Path) -> str | None:
+    """What `make airflow-up` says of a local data root whose landing folders hold no
+    file (a new root: the first run would write empty tables); None otherwise."""
+    landing = Path(str(root)) / "landing"
+    if str(root).startswith("s3") or any(landing.glob("*/*.*")):
+        return None
+    return (
+        f"{landing} holds no file: the first run would ingest nothing; "
+        "`.venv/bin/lakehouse generate --events 20000 --seed 42` writes sample events"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     secret_file = args.spark_secret_file
@@ -242,12 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  user:      {ADMIN}")
     print(f"  password:  {local.password()}")
     print(f"  data root: {local.data_root}")
-    landing = Path(str(local.data_root)) / "landing"
-    if not str(local.data_root).startswith("s3") and not any(landing.glob("*/*.*")):
-        print(
-            f"  landing:   {landing} holds no file: the first run would ingest nothing; "
-            "`.venv/bin/lakehouse generate --events 20000 --seed 42` writes sample events"
-        )
+    hint = empty_landing_hint(local.data_root)
+    if hint:
+        print(f"  landing:   {hint}")
     print(f"  spark:     {local.spark_master}")
     print(f"  logs:      {local.state / 'logs'} (services), {local.home / 'logs'} (tasks)")
     if local.schedule.lower() == "none":

@@ -201,6 +201,19 @@ def test_local_airflow_takes_the_data_root_make_run_takes(monkeypatch, tmp_path)
     assert airflow.env()["LAKEHOUSE_INCREMENTAL_SCHEDULE"] == "none"
 
 
+def test_local_airflow_says_when_the_roots_landing_folders_hold_no_file(tmp_path):
+    """A new root's run writes empty tables: `make airflow-up` names the way to samples."""
+    from dev.local_airflow import empty_landing_hint
+
+    root = tmp_path / "root"
+    (root / "landing" / "clicks").mkdir(parents=True)
+    hint = empty_landing_hint(root)
+    assert hint is not None and "holds no file" in hint and "lakehouse generate" in hint
+    (root / "landing" / "clicks" / "clicks-1.jsonl").write_text("{}\n")
+    assert empty_landing_hint(root) is None
+    assert empty_landing_hint("s3a://bucket/prefix") is None
+
+
 def test_the_docs_list_every_variable_as_the_declaration_says():
     """docs/reference.md's list is `python -m lakehouse.environment`'s output."""
     text = (REPO / "docs" / "reference.md").read_text()
