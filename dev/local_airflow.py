@@ -243,13 +243,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    if not processes.already_running(local.state, "Airflow"):
-        try:
-            local.start()
-        except (RuntimeError, TimeoutError) as error:
-            print(f"airflow: {error}", file=sys.stderr)
-            local.stop()
-            return 1
+    already = processes.already_running(local.state, "Airflow")
+    if not already and processes.start_or_undo(local.start, local.stop, "airflow") is None:
+        return 1
     print(f"Airflow is up: {local.url}")
     print(f"  user:      {ADMIN}")
     print(f"  password:  {local.password()}")

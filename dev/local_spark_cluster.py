@@ -153,11 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if processes.already_running(cluster.state, "the Spark cluster"):
         return 0
-    try:
-        cluster.start()
-    except (RuntimeError, TimeoutError) as error:
-        print(f"spark cluster: {error}", file=sys.stderr)
-        cluster.stop()
+    if processes.start_or_undo(cluster.start, cluster.stop, "spark cluster") is None:
         return 1
     print(f"Spark master {cluster.master_url} (UI {cluster.ui_url}), 1 worker")
     print(f"  logs: {cluster.state / 'logs'}")

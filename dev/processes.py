@@ -22,9 +22,11 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import psutil
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,17 @@ def already_running(state: Path, what: str) -> bool:
     return True
 
 
+def start_or_undo(start: Callable[[], T], stop: Callable[[], object], name: str) -> T | None:
+    """`start()`'s result; None when it failed to start, after saying why on stderr and
+    stopping what it had started (`make <x>-up` then exits 1)."""
+    try:
+        return start()
+    except (RuntimeError, TimeoutError) as error:
+        print(f"{name}: {error}", file=sys.stderr)
+        stop()
+        return None
+
+
 def server_command(
     action: str, server: LocalServer, name: str, address: str, ready: Callable[[float], list[str]]
 ) -> int:
@@ -210,11 +223,8 @@ def server_command(
         return 0
     if already_running(server.state, f"the {name}"):
         return 0
-    try:
-        seconds = server.start()
-    except (RuntimeError, TimeoutError) as error:
-        print(f"{name}: {error}", file=sys.stderr)
-        server.stop()
+    seconds = start_or_undo(server.start, server.stop, name)
+    if seconds is None:
         return 1
     for line in ready(seconds):
         print(line)

@@ -90,6 +90,12 @@ def keep_outcome(context: Any, outcome: str, named: bool = True) -> None:
         ti.xcom_push(key=OUTCOME_KEY, value=f"{ti.task_id}: {outcome}" if named else outcome)
 
 
+def listed(header: str, lines: list[str]) -> str:
+    """A note's entry: a short first line (what a run's header shows whole), then one
+    Markdown list item per line."""
+    return header + "".join(f"\n- {line}" for line in lines)
+
+
 def refuse(context: Any, reason: str, code: int, log: Any) -> NoReturn:
     """End the running task with a one-line reason: in its log, in the DAG run's note, and
     no retry (`RETRY_POLICY`; a `@task` says `retries=0`)."""
@@ -227,8 +233,7 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
         for warning in warnings:
             self.log.warning("data-quality warning: %s", warning)
         if warnings:
-            listed = "".join(f"\n- {warning}" for warning in warnings)
-            keep_outcome(context, f"passed with {len(warnings)} warning(s):{listed}")
+            keep_outcome(context, listed(f"passed with {len(warnings)} warning(s):", warnings))
 
     def say_notices(self, context: Any, report: dict[str, Any] | None) -> None:
         """For the notes, what the job's queries said beyond their figures (a landing
@@ -239,8 +244,7 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
             for notice in stage.get("notices") or []
         ]
         if notices:
-            listed = "".join(f"\n- {notice}" for notice in notices)
-            keep_outcome(context, f"{len(notices)} notice(s):{listed}")
+            keep_outcome(context, listed(f"{len(notices)} notice(s):", notices))
 
     def say_what_it_covered(self, context: Any, report: dict[str, Any] | None) -> None:
         """For the notes, the dates a backfill recomputed (`--pending` decides them as it
