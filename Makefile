@@ -11,7 +11,7 @@ SAMPLE_EVENTS ?= 20000
 AIRFLOW_PORT ?= 8080
 SPARK_MASTER ?= local[*]
 
-.PHONY: setup setup-run setup-parts jars-all browser run bench bench-overhead test test-full audit lint format typecheck lock clean \
+.PHONY: setup setup-run setup-parts jars-all browser run bench bench-overhead check test test-full audit lint format typecheck lock clean \
 	airflow-up airflow-down airflow-status spark-cluster-up spark-cluster-down \
 	kafka-up kafka-down kafka-status s3-up s3-down s3-status
 
@@ -128,13 +128,23 @@ spark-cluster-up: setup-run
 spark-cluster-down: setup-run
 	$(BIN)/python -m dev.local_spark_cluster stop
 
-# CI runs `make test`; `make test-full` adds the long variants marked `full` (crash
-# storms, damaged checkpoints, concurrent writers, live Airflow on a Spark cluster,
-# thousands of files). How long each takes: docs/testing.md.
-# `make test` runs the tests on two workers, a whole module at a time each (pyproject.toml):
-# one worker's processes starting, Airflow polling or a broker waiting leave a core
-# idle that the other fills. The long variants' storms and races were tuned on one
-# process, and `make test-full` keeps them there.
+# Tests come in three tiers by what they cost (markers, set in tests/conftest.py):
+# the check tier starts no process and no JVM; `spark` tests run in the one Spark
+# session the test process shares; `system` tests start processes (spark-submit, a
+# Kafka broker, an S3 server, a live Airflow, a venv). docs/testing.md lists them.
+#
+# `make check` is the quick loop: lint, the import contract, types, and the check tier,
+# with nothing but the venv.
+check: $(VENV)/.installed
+	@$(TWO_AT_A_TIME) lint typecheck
+	$(BIN)/pytest -m "not spark and not system" --quiet
+
+# CI runs `make test`: every tier, on two workers, a whole module at a time each
+# (pyproject.toml): one worker's processes starting, Airflow polling or a broker waiting
+# leave a core idle that the other fills. `make test-full` adds the long variants
+# marked `full` (crash storms, damaged checkpoints, concurrent writers, live Airflow on a
+# Spark cluster, thousands of files), on one process: their storms and races were tuned
+# there.
 test:
 	$(TWO_AT_A_TIME) setup-parts browser lint typecheck
 	$(BIN)/pytest --numprocesses 2

@@ -194,7 +194,7 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
         always adds that module and the JDK has no switch for the warning, so it stood
         at the top of every task's log, saying nothing about the task. The provider
         offers no public way to filter its output: its line handler is wrapped here
-        (tests/integration/test_airflow_ui.py reads a task log without the line)."""
+        (tests/dags/test_lakehouse_incremental.py reads a task log without the line)."""
         hook = super()._get_hook()
         handle = hook._process_spark_submit_log
 
@@ -293,7 +293,7 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
         outlets the DAG declares stay whole, so the Assets graph keeps its lineage.
 
         Airflow offers no way to skip a declared outlet's event, and an Asset alias
-        drops the producer from the Assets lineage graph (tests/integration/test_airflow_ui.py
+        drops the producer from the Assets lineage graph (tests/dags/test_lakehouse_incremental.py
         checks both against a live Airflow).
         """
         if not self.outlets:
