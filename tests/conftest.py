@@ -169,7 +169,7 @@ def streamed_root(spark, tmp_path_factory, worker_id) -> Path:
     """Generated events (3,000, one day, no late ones) after one `lakehouse run`, in this
     process on the tests' Spark session (`run_in_process`: a cold process would take
     twice as long; `lakehouse run` as a process of its own runs to its end on an S3 root
-    in test_object_store.py and as Airflow's tasks in test_airflow_ui.py).
+    in tests/storage/test_object_store.py and as Airflow's tasks in tests/dags/).
 
     Read only: a test that writes to it copies it first (a backfill may), or
     copies its landing folder to a root of its own (a run must: the file

@@ -177,9 +177,9 @@ def test_a_refused_request_is_one_line_in_the_log_and_the_run_note(
 def test_range_backfill_rejects_a_bad_form_before_spark_starts(
     airflow_env, tmp_path, form, message
 ):
-    """`airflow dags test -c` creates the run without the api-server (and so without the
-    plugin's check of the form): Airflow checks each field before any task runs.
-    (`check_request`'s one-line refusal of a bad range: test_airflow_ui.py.)"""
+    """`airflow dags test -c` creates the run without the api-server: Airflow checks each
+    field before any task runs. (`check_request`'s one-line refusal of a bad range: the
+    tests above.)"""
     root = tmp_path / "untouched"
     done = dags_test(airflow_env, root, "lakehouse_backfill_range", "-c", json.dumps(form))
     log = done.stdout + done.stderr

@@ -154,7 +154,7 @@ def test_every_link_of_every_report_page_leads_to_a_file_of_the_reports_folder(a
     """Two runs and a parity check: the second run's Data Docs build keeps the first's
     pages (its report links them), and no page links the web (offline, dead) or the Data
     Docs index (not built: its table needs scripts). Over HTTP, behind Airflow's login:
-    test_airflow_ui.py's crawl."""
+    tests/dags/test_airflow_ui.py's crawl."""
     settings, _, _ = attacked
     reports = settings.reports.resolve()
     docs_links: dict[str, int] = {}
