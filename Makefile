@@ -134,8 +134,9 @@ spark-cluster-down: setup-run
 # Kafka broker, an S3 server, a live Airflow, a venv). docs/testing.md lists them.
 #
 # `make check` is the quick loop: lint, the import contract, types, and the check tier,
-# with nothing but the venv.
-check: $(VENV)/.installed
+# with what `make run` needs (the venv and Delta's jars: some checks build Spark's
+# configuration, which names the jars).
+check: setup-run
 	@$(TWO_AT_A_TIME) lint typecheck
 	$(BIN)/pytest -m "not spark and not system" --quiet
 

@@ -300,6 +300,7 @@ def test_maintenance_dag_runs_nightly_in_the_writers_pool_then_validates_whole_t
     assert validate.upstream_task_ids == {"maintain"}
 
 
+@pytest.mark.system  # an S3 root names the S3 bundle, fetched by Maven if missing
 def test_on_an_s3_root_the_tasks_carry_the_s3_connector_and_keep_reports_local(monkeypatch):
     """The same DAGs parsed with LAKEHOUSE_DATA_ROOT=s3a://...: assets are s3:// URIs,
     spark-submit gets Spark's S3 connector, reports go to the local reports folder."""
