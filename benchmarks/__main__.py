@@ -277,7 +277,8 @@ def kafka_ingest(base: Path, events: int, logs: Path) -> dict[str, Any]:
 def object_store(base: Path, events: int, increment: int, logs: Path) -> dict[str, Any]:
     """The same history and increment on local disk and on an S3 root (S3Proxy on this
     machine): what the object store costs. Reports stay local in both."""
-    from dev.s3_server import S3Server, free_port
+    from dev.processes import free_port
+    from dev.s3_server import S3Server
 
     server = S3Server(base / "s3-server", free_port())
     shutil.rmtree(server.state, ignore_errors=True)

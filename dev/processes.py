@@ -161,6 +161,13 @@ def http_ok(url: str) -> bool:
         return False
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def listening(port: int) -> bool:
     """Whether something accepts TCP connections on 127.0.0.1:`port`."""
     with socket.socket() as probe:

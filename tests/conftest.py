@@ -211,7 +211,8 @@ def streamed_root(spark, tmp_path_factory, worker_id) -> Path:
 def s3_server(tmp_path_factory):
     """A local S3 API server (S3Proxy, as `make s3-up` starts it) on a free port, for
     tests that put a data root on object storage; stopped at the end of the session."""
-    from dev.s3_server import S3Server, free_port
+    from dev.processes import free_port
+    from dev.s3_server import S3Server
 
     server = S3Server(tmp_path_factory.mktemp("s3-server"), free_port())
     server.start()

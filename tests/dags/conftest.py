@@ -32,7 +32,7 @@ from deltalake import DeltaTable
 
 from dev.local_airflow import ADMIN, LocalAirflow
 from dev.local_spark_cluster import LocalSparkCluster
-from dev.processes import wait_until
+from dev.processes import free_port, wait_until
 from tests.dags.live import (
     BAD_RANGE,
     RANGE,
@@ -42,7 +42,6 @@ from tests.dags.live import (
     all_runs,
     click_trigger,
     fill_range_form,
-    free_port,
     generate,
     generate_day,
     task_instances,

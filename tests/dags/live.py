@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -30,12 +29,6 @@ RANGE = {"start": "2026-11-03", "end": "2026-11-03", "layers": ["silver", "gold"
 
 # A range each field allows but not as a whole, submitted while the backfill waits.
 BAD_RANGE = {"start": "2026-11-05", "end": "2026-11-03"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @dataclass

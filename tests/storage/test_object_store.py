@@ -41,7 +41,8 @@ from pathlib import Path
 
 import pytest
 
-from dev.s3_server import S3Server, free_port
+from dev.processes import free_port
+from dev.s3_server import S3Server
 from lakehouse.catalog import SOURCES
 from lakehouse.orchestration import REPO
 from lakehouse.runtime import locks
