@@ -134,9 +134,8 @@ spark-cluster-down: setup-run
 # Kafka broker, an S3 server, a live Airflow, a venv). docs/testing.md lists them.
 #
 # `make check` is the quick loop: lint, the import contract, types, and the check tier,
-# with what `make run` needs (the venv and Delta's jars: some checks build Spark's
-# configuration, which names the jars).
-check: setup-run
+# with nothing but the venv (a configuration names the jars; only a JVM needs them).
+check: $(VENV)/.installed
 	@$(TWO_AT_A_TIME) lint typecheck
 	$(BIN)/pytest -m "not spark and not system" --quiet
 

@@ -58,6 +58,7 @@ from lakehouse.samples.generate import GeneratorConfig, generate
 from lakehouse.storage.delta.log import open_table
 from lakehouse.storage.objects import Root, S3Path, location, remove_tree
 from tests.helpers import (
+    COMPILED,
     TABLE_NAMES,
     delta_rows,
     delta_table,
@@ -270,6 +271,7 @@ def attempt(root: Root, args: tuple[str, ...], kill: Kill, log: Path) -> tuple[s
     env = {
         **SMALL_BATCHES,
         **environment(root),
+        **COMPILED,  # as every run outside the tests
         **({"LAKEHOUSE_CRASH_AT": kill.crash_at} if kill.crash_at else {}),
     }
     with log.open("a") as out:
@@ -360,7 +362,8 @@ def finish_and_compare(root: Root, args: tuple[str, ...], expected: dict[str, Co
     would); an S3 root needs a session configured for it, a process of its own.
     """
     if isinstance(root, S3Path):
-        done = run_cli(*args, "--data-root", str(root), env={**SMALL_BATCHES, **environment(root)})
+        env = {**SMALL_BATCHES, **environment(root), **COMPILED}
+        done = run_cli(*args, "--data-root", str(root), env=env)
     else:
         done = run_in_process(*args, "--data-root", str(root), env=SMALL_BATCHES)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -173,7 +173,6 @@ def test_only_the_tests_session_evaluates_plans_without_generated_code(tmp_path)
     assert session_conf(settings)["spark.sql.codegen.cache.maxEntries"] == "2000"
 
 
-@pytest.mark.system  # an S3 root names the S3 bundle, fetched by Maven if missing
 def test_local_checkpoints_are_written_without_starting_a_process_per_rename(tmp_path):
     """A local data root's checkpoints go through Hadoop's FileSystem (its FileContext
     starts `readlink` twice per rename); an object store keeps Spark's default."""

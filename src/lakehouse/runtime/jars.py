@@ -160,6 +160,16 @@ def fetched(name: str, root: Path) -> bool:
         return False
 
 
+def named(name: str, root: Path = CHECKOUT_JARS) -> list[Path]:
+    """The bundle's jars, named by its pins (and the s3 bundle's log store), fetched or
+    not: what a configuration names; `ensure` makes them present before a JVM needs them."""
+    folder = bundle_dir(name, root)
+    found = [folder / jar for jar in pins(folder / PINS, name)]
+    if name == "s3":
+        found.append(folder / LOG_STORE_JAR)
+    return sorted(found)
+
+
 def ensure(name: str, root: Path = CHECKOUT_JARS) -> Path:
     """The bundle's folder, checked or fetched first if its marker does not vouch for it
     (one line on stderr says when it fetches). Processes that need the same bundle at

@@ -37,17 +37,19 @@ LOCAL_CHECKPOINT_FILES = (
 )
 
 
-def spark_jars(root: Path, object_store: bool = False) -> list[Path]:
+def spark_jars(root: Path, object_store: bool = False, fetch: bool = True) -> list[Path]:
     """The jars Spark needs beyond its own: Delta Lake's and Spark's Kafka connectors.
 
     With `object_store`, also Hadoop's S3A connector, the AWS SDK and our Delta log
     store (jars/s3/): only a data root on S3 needs them, and the SDK bundle alone is
     686 MB, so they are fetched the first time such a root is used (`runtime.jars`).
+    With `fetch` false they are only named (a configuration built, no JVM started).
     """
-    found = sorted(jars.ensure("delta", root).glob("*.jar"))
-    if object_store:
-        found += sorted(jars.ensure("s3", root).glob("*.jar"))
-    return found
+    bundles = ("delta", "s3") if object_store else ("delta",)
+    if fetch:
+        for bundle in bundles:
+            jars.ensure(bundle, root)
+    return [jar for bundle in bundles for jar in jars.named(bundle, root)]
 
 
 # jars/log-store/FencedS3LogStore.java, built into jars/s3/ with the S3 connector, and the
@@ -146,7 +148,8 @@ def session_conf(
         **driver_conf(settings, short_lived=not for_tests),
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
         "spark.jars": ",".join(
-            str(jar) for jar in spark_jars(settings.jars_dir, settings.object_store is not None)
+            str(jar)
+            for jar in spark_jars(settings.jars_dir, settings.object_store is not None, fetch=False)
         ),
         **delta_conf(),
         # INT96 (Spark's default) is deprecated and misread by some Delta readers;
@@ -247,6 +250,7 @@ def get_spark(
     # told it the gateway port): spark-submit's --master and --name apply.
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master(settings.spark_master).appName(app_name)
+    spark_jars(settings.jars_dir, settings.object_store is not None)  # fetched if missing
     for key, value in session_conf(settings, for_tests, streaming).items():
         builder = builder.config(key, value)
     try:
