@@ -16,8 +16,10 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 
 from lakehouse.runtime.settings import Settings
-from tests.helpers import run_in_process, settings_for
+from tests.helpers import SPARK_CONF, run_in_process, settings_for
 
+# Every JVM the tests start reads Spark's defaults from tests/spark-conf/ (see its file).
+os.environ["SPARK_CONF_DIR"] = str(SPARK_CONF)
 # Tests that import Airflow get a throwaway home before anything imports it.
 os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="lakehouse-airflow-home-")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"

@@ -19,6 +19,7 @@ from unittest import mock
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pyspark
 from deltalake import QueryBuilder
 
 from lakehouse.catalog import TABLES
@@ -124,24 +125,19 @@ def landing_lines(landing: Root, source: str) -> list[bytes]:
     return lines
 
 
-# A command the tests start as a process evaluates its plans interpreted, as the tests'
-# session does (`runtime.spark.session_conf(for_tests=True)`, an internal setting Spark
-# made for its own tests): on their few hundred rows, generating and compiling code for
-# every plan was about a sixth of a cold run's CPU. pyspark adds PYSPARK_SUBMIT_ARGS to
-# the JVM it launches. The crash suite's killed commands, the Airflow tasks
-# (spark-submit) and `make run` generate code, as every run outside the tests does.
-INTERPRETED = {
-    "PYSPARK_SUBMIT_ARGS": "--conf spark.sql.codegen.factoryMode=NO_CODEGEN pyspark-shell"
-}
-# pyspark's own default: plans compiled, as outside the tests.
-COMPILED = {"PYSPARK_SUBMIT_ARGS": "pyspark-shell"}
+# The Spark configuration folder of the tests' JVMs: tests/spark-conf/, whose
+# spark-defaults.conf has them evaluate plans interpreted (tests/conftest.py sets it).
+SPARK_CONF = Path(__file__).parent / "spark-conf"
+# Spark's own configuration folder instead (pip's pyspark has none: Spark's defaults), for
+# a command that compiles its plans as every run outside the tests does.
+COMPILED = {"SPARK_CONF_DIR": str(Path(pyspark.__file__).parent / "conf")}
 
 
 def start_cli(
     *args: str, env: dict[str, str] | None = None, output: Path | None = None
 ) -> subprocess.Popen:
     """Start `python -m lakehouse ...` in its own process group, as a user or Airflow would
-    (its plans interpreted, `INTERPRETED`, unless `env` says `COMPILED`).
+    (its plans interpreted, as every JVM of the tests, unless `env` says `COMPILED`).
 
     Its stdout and stderr are pipes, or, with `output`, appended to that file
     (for a process nobody reads while it runs).
@@ -151,12 +147,7 @@ def start_cli(
         return subprocess.Popen(
             [sys.executable, "-m", "lakehouse", *args],
             cwd=REPO,
-            env={
-                **os.environ,
-                "LAKEHOUSE_SHUFFLE_PARTITIONS": "2",
-                **INTERPRETED,
-                **(env or {}),
-            },
+            env={**os.environ, "LAKEHOUSE_SHUFFLE_PARTITIONS": "2", **(env or {})},
             stdout=sink,
             stderr=subprocess.STDOUT if output else subprocess.PIPE,
             text=True,

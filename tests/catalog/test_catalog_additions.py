@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.helpers import INTERPRETED, REPO, delta_table, settings_for
+from tests.helpers import REPO, delta_table, settings_for
 
 pytestmark = pytest.mark.system
 
@@ -36,7 +36,6 @@ def test_an_action_added_to_the_catalog_passes_every_layers_checks(tmp_path):
         **os.environ,
         "PYTHONPATH": str(package.parent),
         "LAKEHOUSE_JARS_DIR": str(REPO / "jars"),
-        **INTERPRETED,
     }
 
     def lakehouse(*command: str) -> subprocess.CompletedProcess[str]:

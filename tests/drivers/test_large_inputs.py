@@ -26,7 +26,7 @@ from deltalake import DeltaTable
 
 from dev.processes import tree_memory_bytes
 from lakehouse.quality.ledger import ledger_path
-from tests.helpers import delta_count, delta_table, kill_group, settings_for, start_cli
+from tests.helpers import COMPILED, delta_count, delta_table, kill_group, settings_for, start_cli
 
 pytestmark = pytest.mark.system
 
@@ -53,7 +53,9 @@ def impression_line(n: int) -> bytes:
 def run_bronze(root: Path, log: Path) -> tuple[float, int]:
     """`lakehouse run --layer bronze`: its seconds and the peak RSS of its process tree."""
     started = time.monotonic()
-    process = start_cli("run", "--layer", "bronze", "--data-root", str(root), output=log)
+    # Compiled, as outside the tests: on large inputs interpreted plans are much slower.
+    args = ("run", "--layer", "bronze", "--data-root", str(root))
+    process = start_cli(*args, env=COMPILED, output=log)
     peak = 0
     try:
         tree = psutil.Process(process.pid)

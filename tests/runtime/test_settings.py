@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from lakehouse.environment import markdown
 from lakehouse.runtime.settings import Settings
 from lakehouse.runtime.spark import LOCAL_CHECKPOINT_FILES, session_conf, submit_conf
-from tests.helpers import REPO
+from tests.helpers import REPO, SPARK_CONF
 
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 
@@ -162,14 +163,18 @@ def test_bad_kafka_settings_are_refused(monkeypatch, tmp_path, name, value):
         Settings.load(data_root=tmp_path)
 
 
-def test_only_the_tests_session_evaluates_plans_without_generated_code(tmp_path):
+def test_only_the_tests_jvms_evaluate_plans_without_generated_code(tmp_path):
     """Commands and Airflow tasks generate code for their plans (without it a million
-    events' bronze took three times as long); the tests' session, of a few hundred rows
-    a run, does not. Every session keeps more compiled classes than Spark's default."""
+    events' bronze took three times as long); the JVMs the tests start, of a few hundred
+    rows a run, read tests/spark-conf/spark-defaults.conf, which turns it off. Every
+    session keeps more compiled classes than Spark's default."""
     settings = Settings.load(data_root=tmp_path)
-    for conf in (session_conf(settings), submit_conf(settings)):
+    for conf in (session_conf(settings), session_conf(settings, for_tests=True)):
         assert "spark.sql.codegen.factoryMode" not in conf
-    assert session_conf(settings, for_tests=True)["spark.sql.codegen.factoryMode"] == "NO_CODEGEN"
+    assert "spark.sql.codegen.factoryMode" not in submit_conf(settings)
+    defaults = (SPARK_CONF / "spark-defaults.conf").read_text().splitlines()
+    assert "spark.sql.codegen.factoryMode  NO_CODEGEN" in defaults
+    assert os.environ["SPARK_CONF_DIR"] == str(SPARK_CONF)
     assert session_conf(settings)["spark.sql.codegen.cache.maxEntries"] == "2000"
 
 

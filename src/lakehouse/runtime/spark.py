@@ -219,13 +219,6 @@ def session_conf(
                 "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
                 "spark.default.parallelism": "2",
                 "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
-                # The tests' increments are a few hundred rows: Spark evaluates their plans
-                # interpreted, as its own test suites can (an internal setting made for
-                # them), instead of generating and compiling code for every plan and
-                # task (docs/benchmarks.md). The commands the tests start as processes (the
-                # crash suite, the Airflow tasks, Kafka, S3) generate code as every run
-                # does: on large inputs interpreted plans are much slower.
-                "spark.sql.codegen.factoryMode": "NO_CODEGEN",
             }
         )
     return conf
