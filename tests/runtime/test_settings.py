@@ -178,6 +178,12 @@ def test_only_the_tests_jvms_evaluate_plans_without_generated_code(tmp_path):
     assert session_conf(settings)["spark.sql.codegen.cache.maxEntries"] == "2000"
 
 
+def test_the_tests_session_reads_the_tests_spark_defaults(spark):
+    """What tests/spark-conf/ holds reaches the JVM (the commands the tests start read the
+    same folder through the same variable)."""
+    assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
+
+
 def test_local_checkpoints_are_written_without_starting_a_process_per_rename(tmp_path):
     """A local data root's checkpoints go through Hadoop's FileSystem (its FileContext
     starts `readlink` twice per rename); an object store keeps Spark's default."""
