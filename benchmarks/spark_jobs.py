@@ -11,6 +11,8 @@ with an app transaction and every first read of a new version needs).
 from __future__ import annotations
 
 import json
+import os
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,19 +26,22 @@ UNLABELLED = "(start-up and bookkeeping)"
 def event_log_env(folder: Path) -> dict[str, str]:
     """Environment that makes a lakehouse command write its event log under `folder`.
 
-    Spark reads `spark-defaults.conf` from SPARK_CONF_DIR at launch; the log is
-    left uncompressed for `jobs_by_stage`.
+    Spark's launcher passes SPARK_SUBMIT_OPTS to the driver JVM, whose `spark.*`
+    properties become Spark's settings; the log is left uncompressed for
+    `jobs_by_stage`. (Not a spark-defaults.conf in a SPARK_CONF_DIR of our own: the
+    launcher puts that folder on the class path, and the driver then ran without the
+    class archive.)
     """
-    conf = folder / "conf"
-    conf.mkdir(parents=True, exist_ok=True)
     events = folder / "events"
     events.mkdir(parents=True, exist_ok=True)
-    (conf / "spark-defaults.conf").write_text(
-        "spark.eventLog.enabled true\n"
-        f"spark.eventLog.dir {events.resolve().as_uri()}\n"
-        "spark.eventLog.compress false\n"
-    )
-    return {"SPARK_CONF_DIR": str(conf)}
+    settings = {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": events.resolve().as_uri(),
+        "spark.eventLog.compress": "false",
+    }
+    options = [os.environ.get("SPARK_SUBMIT_OPTS", "")]
+    options += [shlex.quote(f"-D{name}={value}") for name, value in settings.items()]
+    return {"SPARK_SUBMIT_OPTS": " ".join(filter(None, options))}
 
 
 def _events(folder: Path) -> Iterator[dict[str, Any]]:

@@ -16,10 +16,11 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 
 from lakehouse.runtime.settings import Settings
-from tests.helpers import SPARK_CONF, run_in_process, settings_for
+from tests.helpers import COMPILED, INTERPRETED, SUBMIT_OPTS, run_in_process, settings_for
 
-# Every JVM the tests start reads Spark's defaults from tests/spark-conf/ (see its file).
-os.environ["SPARK_CONF_DIR"] = str(SPARK_CONF)
+# Every JVM the tests start evaluates plans interpreted (tests.helpers.INTERPRETED; a
+# pytest-xdist worker inherits the setting from the process that started it).
+os.environ[SUBMIT_OPTS] = f"{COMPILED[SUBMIT_OPTS]} {INTERPRETED}".strip()
 # Tests that import Airflow get a throwaway home before anything imports it.
 os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="lakehouse-airflow-home-")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"

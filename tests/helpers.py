@@ -19,7 +19,6 @@ from unittest import mock
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pyspark
 from deltalake import QueryBuilder
 
 from lakehouse.catalog import TABLES
@@ -125,12 +124,19 @@ def landing_lines(landing: Root, source: str) -> list[bytes]:
     return lines
 
 
-# The Spark configuration folder of the tests' JVMs: tests/spark-conf/, whose
-# spark-defaults.conf has them evaluate plans interpreted (tests/conftest.py sets it).
-SPARK_CONF = Path(__file__).parent / "spark-conf"
-# Spark's own configuration folder instead (pip's pyspark has none: Spark's defaults), for
-# a command that compiles its plans as every run outside the tests does.
-COMPILED = {"SPARK_CONF_DIR": str(Path(pyspark.__file__).parent / "conf")}
+# What every JVM the tests start is given (tests/conftest.py adds it to SPARK_SUBMIT_OPTS,
+# which Spark's launcher passes to the JVM of every spark-submit, pyspark's own
+# included): plans evaluated interpreted, with an internal setting Spark made for its own
+# test suites. On the tests' few hundred rows, generating and compiling code for every
+# plan was about a sixth of a cold run's CPU. Not through a spark-defaults.conf in a
+# SPARK_CONF_DIR of the tests: the launcher puts that folder on the JVM's class path,
+# whose start then no longer matches the class archive's, and every JVM of the tests ran
+# without it (docs/benchmarks.md).
+INTERPRETED = "-Dspark.sql.codegen.factoryMode=NO_CODEGEN"
+SUBMIT_OPTS = "SPARK_SUBMIT_OPTS"
+# SPARK_SUBMIT_OPTS without INTERPRETED, for a command that compiles its plans as every
+# run outside the tests does.
+COMPILED = {SUBMIT_OPTS: os.environ.get(SUBMIT_OPTS, "").replace(INTERPRETED, "").strip()}
 
 
 def start_cli(

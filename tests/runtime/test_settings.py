@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from lakehouse.environment import markdown
+from lakehouse.runtime.class_archive import archive_path
 from lakehouse.runtime.settings import Settings
 from lakehouse.runtime.spark import LOCAL_CHECKPOINT_FILES, session_conf, submit_conf
-from tests.helpers import REPO, SPARK_CONF
+from tests.helpers import COMPILED, INTERPRETED, REPO
 
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 
@@ -166,22 +167,30 @@ def test_bad_kafka_settings_are_refused(monkeypatch, tmp_path, name, value):
 def test_only_the_tests_jvms_evaluate_plans_without_generated_code(tmp_path):
     """Commands and Airflow tasks generate code for their plans (without it a million
     events' bronze took three times as long); the JVMs the tests start, of a few hundred
-    rows a run, read tests/spark-conf/spark-defaults.conf, which turns it off. Every
-    session keeps more compiled classes than Spark's default."""
+    rows a run, are told otherwise through SPARK_SUBMIT_OPTS (tests.helpers.INTERPRETED).
+    Every session keeps more compiled classes than Spark's default."""
     settings = Settings.load(data_root=tmp_path)
     for conf in (session_conf(settings), session_conf(settings, for_tests=True)):
         assert "spark.sql.codegen.factoryMode" not in conf
     assert "spark.sql.codegen.factoryMode" not in submit_conf(settings)
-    defaults = (SPARK_CONF / "spark-defaults.conf").read_text().splitlines()
-    assert "spark.sql.codegen.factoryMode  NO_CODEGEN" in defaults
-    assert os.environ["SPARK_CONF_DIR"] == str(SPARK_CONF)
+    assert INTERPRETED in os.environ["SPARK_SUBMIT_OPTS"].split()
+    assert INTERPRETED not in COMPILED["SPARK_SUBMIT_OPTS"]
     assert session_conf(settings)["spark.sql.codegen.cache.maxEntries"] == "2000"
 
 
-def test_the_tests_session_reads_the_tests_spark_defaults(spark):
-    """What tests/spark-conf/ holds reaches the JVM (the commands the tests start read the
-    same folder through the same variable)."""
+def test_the_tests_session_interprets_plans_and_maps_the_class_archive(spark):
+    """What the tests give every JVM they start reaches it (the commands they start get
+    it through the same variable), and the JVM still maps the class archive that `make
+    setup` records, as a command's or an Airflow task's driver does: its class path is
+    theirs (a SPARK_CONF_DIR of the tests' own changed it, and no JVM of the tests used
+    the archive)."""
     assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
+    archive = archive_path()
+    if not archive.is_file():
+        pytest.skip(f"no class archive recorded at {archive} (`make setup` records it)")
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    mapped = {line.split()[-1] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()}
+    assert str(archive) in mapped
 
 
 def test_local_checkpoints_are_written_without_starting_a_process_per_rename(tmp_path):
