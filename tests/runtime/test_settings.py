@@ -170,9 +170,12 @@ def test_only_the_tests_jvms_evaluate_plans_without_generated_code(tmp_path):
     rows a run, are told otherwise through SPARK_SUBMIT_OPTS (tests.helpers.INTERPRETED).
     Every session keeps more compiled classes than Spark's default."""
     settings = Settings.load(data_root=tmp_path)
-    for conf in (session_conf(settings), session_conf(settings, for_tests=True)):
+    for conf in (
+        session_conf(settings),
+        session_conf(settings, for_tests=True),
+        submit_conf(settings),
+    ):
         assert "spark.sql.codegen.factoryMode" not in conf
-    assert "spark.sql.codegen.factoryMode" not in submit_conf(settings)
     assert INTERPRETED in os.environ["SPARK_SUBMIT_OPTS"].split()
     assert INTERPRETED not in COMPILED["SPARK_SUBMIT_OPTS"]
     assert session_conf(settings)["spark.sql.codegen.cache.maxEntries"] == "2000"
