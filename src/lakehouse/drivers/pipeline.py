@@ -21,6 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from graphlib import TopologicalSorter
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -109,21 +110,25 @@ def run_queries(
     the first query in that order that failed.
     """
     threads = max(threads, 1)
-    waiting = list(queries)
-    passed: set[str] = set()
+    named = {q.name: q for q in queries}
+    order = list(named)
+    # A query becomes ready once every query it reads is done, that is ended and passed.
+    graph = TopologicalSorter({q.name: q.reads for q in queries})
+    graph.prepare()
+    ready: list[str] = []
     results: dict[str, list[StageResult]] = {}
     errors: dict[str, BaseException] = {}
     with ThreadPoolExecutor(threads, thread_name_prefix="query") as pool:
         running: dict[Future[list[StageResult]], LayerQuery] = {}
         while True:
-            ready = [q for q in waiting if q.reads <= passed] if not errors else []
-            for query in ready[: threads - len(running)]:
-                waiting.remove(query)
+            ready = [] if errors else sorted([*ready, *graph.get_ready()], key=order.index)
+            while ready and len(running) < threads:
+                query = named[ready.pop(0)]
                 running[pool.submit(query.run)] = query
             if not running:
                 break
             done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in sorted(done, key=lambda f: queries.index(running[f])):
+            for future in sorted(done, key=lambda f: order.index(running[f].name)):
                 query = running.pop(future)
                 failure = future.exception()
                 if failure is not None:
@@ -131,7 +136,7 @@ def run_queries(
                     continue
                 results[query.name] = future.result()
                 if ended(results[query.name]):
-                    passed.add(query.name)
+                    graph.done(query.name)
     # The error of the first query in order (not the first to end): the same error each time.
     error = next((errors[q.name] for q in queries if q.name in errors), None)
     return [r for q in queries for r in results.get(q.name, [])], error
