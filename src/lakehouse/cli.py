@@ -13,7 +13,8 @@ import re
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from lakehouse import __version__
@@ -26,6 +27,7 @@ from lakehouse.errors import (
     EXIT_REFUSED,
     EXIT_USAGE,
     LakehouseError,
+    RefusedError,
     printable,
 )
 from lakehouse.runtime.locks import writer_lock
@@ -79,7 +81,49 @@ def _positive(text: str) -> int:
 KAFKA_HELP = "Kafka brokers, host:port[,...] (default $LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS)"
 
 
-def _generator_arguments(command: argparse.ArgumentParser) -> None:
+# The options several commands share, each declared once.
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    """The options every command takes, before or after the command's name (left out of
+    the arguments when not given, so that a value given before the command stands)."""
+    parser.add_argument(
+        "--data-root",
+        default=argparse.SUPPRESS,
+        help="root folder (or s3a://bucket/prefix) of landing/, lakehouse/, checkpoints/ "
+        "(default $LAKEHOUSE_DATA_ROOT, else ./data)",
+    )
+    parser.add_argument(
+        "--spark-master",
+        default=argparse.SUPPRESS,
+        help="Spark master URL (default $LAKEHOUSE_SPARK_MASTER, else local[*])",
+    )
+
+
+def _layers(choices: Sequence[str], help_text: str) -> Options:
+    def add(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--layer", action="append", choices=choices, help=help_text)
+
+    return add
+
+
+def _kafka(help_text: str = KAFKA_HELP) -> Options:
+    def add(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--kafka-bootstrap-servers", help=help_text)
+
+    return add
+
+
+def _date_range(required: bool) -> Options:
+    def add(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--start", type=_day, required=required, help="first date, YYYY-MM-DD")
+        command.add_argument("--end", type=_day, required=required, help="last date, YYYY-MM-DD")
+
+    return add
+
+
+def _events(command: argparse.ArgumentParser) -> None:
+    """What `generate` and `produce` make: the same events from the same arguments."""
     command.add_argument(
         "--events", type=_positive, required=True, help="number of distinct events"
     )
@@ -99,20 +143,79 @@ def _generator_arguments(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _global_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options every command takes, before or after the command's name (left out of
-    the arguments when not given, so that a value given before the command stands)."""
-    parser.add_argument(
-        "--data-root",
-        default=argparse.SUPPRESS,
-        help="root folder (or s3a://bucket/prefix) of landing/, lakehouse/, checkpoints/ "
-        "(default $LAKEHOUSE_DATA_ROOT, else ./data)",
+# The options of one command alone.
+
+
+def _generate_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--gzip-rate", type=_rate, default=0.10, help="share of files gzipped, default 0.10"
     )
-    parser.add_argument(
-        "--spark-master",
-        default=argparse.SUPPRESS,
-        help="Spark master URL (default $LAKEHOUSE_SPARK_MASTER, else local[*])",
+    command.add_argument(
+        "--if-empty", action="store_true", help="do nothing if landing/ already has files"
     )
+
+
+def _validate_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--new-rows",
+        action="store_true",
+        help="check only rows written since each table last passed, as `run` does "
+        "(an unchanged table runs only its time-dependent rules); default: whole tables",
+    )
+
+
+def _backfill_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--pending",
+        action="store_true",
+        help="instead of --start/--end: every date holding rows the streams dropped as late "
+        "since its last backfill (prints them; does nothing when there are none)",
+    )
+
+
+def _maintain_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--retain-hours",
+        type=_positive,
+        default=168,
+        help="vacuum files unreferenced for longer than this (default 168, Delta's default; "
+        "time travel and lagging streams cannot go further back)",
+    )
+    command.add_argument(
+        "--keep-days",
+        type=_positive,
+        default=30,
+        help="keep reports, Data Docs pages and parity scratch this many days (default 30)",
+    )
+
+
+def _recover_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--kafka-source",
+        choices=list(SOURCES),
+        help="restart this source's Kafka stream on its topic as it is now",
+    )
+    command.add_argument(
+        "--from",
+        dest="start",
+        choices=("earliest", "latest"),
+        help="with --kafka-source: read the topic from its oldest message, or from its end",
+    )
+
+
+Options = Callable[[argparse.ArgumentParser], None]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One `lakehouse` command: what `--help` says of it, its options, what runs it."""
+
+    run: Callable[[argparse.Namespace, Settings], int]
+    help: str
+    description: str
+    options: tuple[Options, ...] = ()
+    # It writes tables or checkpoints: one at a time per data root (the writer lock).
+    writes: bool = False
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,185 +232,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="on a failure, print whole tracebacks, Python's and the JVM's (LAKEHOUSE_DEBUG)",
     )
-    _global_arguments(parser)
+    _common(parser)
     # Also accepted after the command (`lakehouse run --data-root D`), as the contract has it.
     common = argparse.ArgumentParser(add_help=False)
-    _global_arguments(common)
+    _common(common)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    gen = commands.add_parser(
-        "generate",
-        parents=[common],
-        help="write realistic sample events into landing/",
-        description="Write sample events for all sources into landing/ (deterministic by --seed). "
-        "Rates are fractions of events; see src/lakehouse/samples/generate.py for what each means.",
-    )
-    _generator_arguments(gen)
-    gen.add_argument(
-        "--gzip-rate", type=_rate, default=0.10, help="share of files gzipped, default 0.10"
-    )
-    gen.add_argument(
-        "--if-empty", action="store_true", help="do nothing if landing/ already has files"
-    )
-    produce = commands.add_parser(
-        "produce",
-        parents=[common],
-        help="publish the same sample events to the Kafka topics",
-        description="Publish what `generate` would write (same arguments, same lines: "
-        "duplicates, out-of-order, late and malformed included) as messages, one per line, "
-        "to the topic of each source (docs/kafka.md).",
-    )
-    _generator_arguments(produce)
-    produce.add_argument("--kafka-bootstrap-servers", help=KAFKA_HELP)
-
-    run = commands.add_parser(
-        "run",
-        parents=[common],
-        help="one incremental run of every stage (Trigger.AvailableNow), then exit",
-        description="Process everything that arrived since the last run, exactly once, then stop.",
-    )
-    run.add_argument(
-        "--layer",
-        action="append",
-        choices=LAYERS,
-        help="only this layer's queries and checks (repeatable; default: all, in order). "
-        "Airflow runs one layer per task.",
-    )
-    run.add_argument(
-        "--kafka-bootstrap-servers",
-        help=KAFKA_HELP + "; when set, bronze also ingests the sources' topics",
-    )
-
-    validate = commands.add_parser(
-        "validate",
-        parents=[common],
-        help="run the data-quality checkpoints on the current tables and write the report",
-        description="Run every expectation of the chosen layer(s) on the whole current tables, "
-        "render Data Docs and a summary page under reports/, record the results in "
-        "lakehouse/_meta/dq_results. Exit 3 if a blocking expectation fails.",
-    )
-    validate.add_argument(
-        "--layer",
-        action="append",
-        choices=LAYERS,
-        help="only this layer (repeatable; default: all, in order)",
-    )
-    validate.add_argument(
-        "--new-rows",
-        action="store_true",
-        help="check only rows written since each table last passed, as `run` does "
-        "(an unchanged table runs only its time-dependent rules); default: whole tables",
-    )
-
-    commands.add_parser(
-        "state",
-        parents=[common],
-        help="show the open state of every stateful query",
-        description="Read each streaming checkpoint with Spark's state data source and print "
-        "the rows each stateful operator holds.",
-    )
-
-    for name, help_text, description in (
-        (
-            "backfill",
-            "recompute silver and gold for a date range from bronze, in batch",
-            "Recompute silver and gold for event dates START..END (inclusive, UTC) from bronze "
-            "and replace exactly those dates, atomically per table. Re-running gives the same "
-            "tables. gold/user_status is recomputed whole.",
-        ),
-        (
-            "parity",
-            "check streaming tables against a batch recomputation of a date range",
-            "Recompute START..END in batch (closing rows at the watermarks the streaming queries "
-            "reached) into a scratch data root and diff it with the live tables; exit 5 on any "
-            "difference (1: it could not finish).",
-        ),
-    ):
-        command = commands.add_parser(
-            name, parents=[common], help=help_text, description=description
+    for name, command in COMMANDS.items():
+        sub = commands.add_parser(
+            name, parents=[common], help=command.help, description=command.description
         )
-        required = name != "backfill"  # which may be --pending instead
-        command.add_argument("--start", type=_day, required=required, help="first date, YYYY-MM-DD")
-        command.add_argument("--end", type=_day, required=required, help="last date, YYYY-MM-DD")
-    maintain = commands.add_parser(
-        "maintain",
-        parents=[common],
-        help="compact and vacuum every table, expire old reports",
-        description="Compact the small files of every Delta table under lakehouse/ (Delta's "
-        "OPTIMIZE: a commit streams skip), vacuum files unreferenced for longer than "
-        "--retain-hours (Delta's VACUUM), and delete run reports, Data Docs pages and parity "
-        "scratch folders older than --keep-days. Never run it beside a writer (Airflow: the "
-        "lakehouse_writers pool).",
-    )
-    maintain.add_argument(
-        "--retain-hours",
-        type=_positive,
-        default=168,
-        help="vacuum files unreferenced for longer than this (default 168, Delta's default; "
-        "time travel and lagging streams cannot go further back)",
-    )
-    maintain.add_argument(
-        "--keep-days",
-        type=_positive,
-        default=30,
-        help="keep reports, Data Docs pages and parity scratch this many days (default 30)",
-    )
-    recover = commands.add_parser(
-        "recover",
-        parents=[common],
-        help="restart a layer's streams after their checkpoints were lost or damaged",
-        description="The recovery a checkpoint error asks for. Moves the layer's checkpoints "
-        "to checkpoints/_retired/<time>/. bronze: the next run reads every landing file "
-        "again and skips the files bronze and quarantine already hold, and reads each Kafka "
-        "topic again from its earliest offsets, skipping the messages the tables hold. "
-        "silver, gold: rebuilds the layer's tables, and every table computed from them, by "
-        "backfill over every date in bronze; the streams' next run reads their sources whole "
-        "to rebuild state and writes only rows the backfill did not. --kafka-source S "
-        "--from earliest|latest: restarts the source's Kafka stream on its topic as it is "
-        "now (the choice asked for when the topic was deleted and created again). See "
-        "docs/operations.md, 'Recovering a stream'.",
-    )
-    recover.add_argument(
-        "--layer",
-        action="append",
-        choices=LAYERS,
-        help="the layer to recover (repeatable)",
-    )
-    recover.add_argument(
-        "--kafka-source",
-        choices=list(SOURCES),
-        help="restart this source's Kafka stream on its topic as it is now",
-    )
-    recover.add_argument(
-        "--from",
-        dest="start",
-        choices=("earliest", "latest"),
-        help="with --kafka-source: read the topic from its oldest message, or from its end",
-    )
-    recover.add_argument("--kafka-bootstrap-servers", help=KAFKA_HELP)
-    commands.add_parser(
-        "migrate",
-        parents=[common],
-        help="move the lakehouse over to changed rules or columns in the catalog",
-        description="After a rule or a table's columns changed in the catalog, `run` "
-        "refuses the streams started with the old values. This gives those tables, and every "
-        "table computed from them, new checkpoints and recomputes them by backfill over every "
-        "date in bronze; the next `run` goes on from there. Does nothing when nothing changed. "
-        "See docs/operations.md, 'Changing a rule'.",
-    )
-    backfill = commands.choices["backfill"]
-    backfill.add_argument(
-        "--pending",
-        action="store_true",
-        help="instead of --start/--end: every date holding rows the streams dropped as late "
-        "since its last backfill (prints them; does nothing when there are none)",
-    )
-    backfill.add_argument(
-        "--layer",
-        action="append",
-        choices=DERIVED_LAYERS,
-        help="only this layer's tables (repeatable; default: silver and gold)",
-    )
+        for add in command.options:
+            add(sub)
     return parser
 
 
@@ -428,74 +363,21 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
     return _blocked(outcome)
 
 
-def _streams_behind(settings: Settings, command: str, why: str) -> bool:
-    """Whether the streams still have rows to write, which `command` must not start
-    before (`why`); if so, it says so on stderr, with what each stream has left."""
-    from lakehouse.drivers.recovery import streams_behind
-
-    behind = streams_behind(settings)
-    if behind:
-        print(
-            f"lakehouse {command}: refused: the streams still have rows to write; {why}. "
-            f"Run `lakehouse run` (in Airflow: let lakehouse_incremental succeed) first, "
-            f"then the {command}.",
-            file=sys.stderr,
-        )
-        for line in behind:
-            print(f"  {line}", file=sys.stderr)
-    return bool(behind)
-
-
 def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     from lakehouse.catalog.dates import DateRange
-    from lakehouse.drivers.backfill import Dates, run_backfill
-    from lakehouse.drivers.late import pending_dates
-    from lakehouse.drivers.pipeline import reported
-    from lakehouse.reports.outcome import RunOutcome
-    from lakehouse.runtime.runs import new_run_id
+    from lakehouse.drivers.backfill import backfill
+    from lakehouse.drivers.recovery import refuse_while_streams_behind
     from lakehouse.runtime.spark import get_spark
 
     given = (args.start, args.end)
     if (args.pending and given != (None, None)) or (not args.pending and None in given):
         print("lakehouse backfill: give --start and --end, or --pending", file=sys.stderr)
         return EXIT_USAGE
-    chosen = None if args.pending else DateRange(args.start, args.end)
-    if _streams_behind(
-        settings, "backfill", "after a backfill they would write them again (duplicates)"
-    ):
-        return EXIT_REFUSED
+    why = "after a backfill they would write them again (duplicates)"
+    refuse_while_streams_behind(settings, "backfill", why)
     spark = get_spark(settings, app_name="lakehouse-backfill", streaming=False)
-    layers = in_order(args.layer, DERIVED_LAYERS)
-    run = RunOutcome(
-        new_run_id("backfill"), "backfill", dt.datetime.now(dt.UTC), layers=tuple(layers)
-    )
-    with reported(settings, run) as outcome:
-        if chosen is None:
-            pending = pending_dates(spark, settings)
-            outcome.dates = f"pending: {', '.join(map(str, pending)) or 'none'}"
-            if pending:
-                print(f"backfill --pending: {len(pending)} date(s): {', '.join(map(str, pending))}")
-            else:
-                print(
-                    "backfill --pending: no date holds late rows since its last backfill; "
-                    "nothing to do"
-                )
-        else:
-            outcome.dates = f"{chosen.start}..{chosen.end}"
-        dates: Dates = pending if chosen is None else chosen
-        if dates:
-            results, also = run_backfill(spark, settings, dates, layers)
-            if also:
-                outcome.dates += f", and {', '.join(map(str, also))}"
-                print(
-                    f"backfill: also {len(also)} date(s) holding other copies of their "
-                    f"event ids: {', '.join(map(str, also))}"
-                )
-            for result in results:
-                outcome.stages.append(result)
-                print(result.summary(), flush=True)
-    if dates:
-        print(f"backfill {outcome.dates} finished in {outcome.seconds:.1f} s")
+    chosen = None if args.pending else DateRange(args.start, args.end)
+    outcome = backfill(spark, settings, chosen, in_order(args.layer, DERIVED_LAYERS), _echo)
     print(f"report:      {outcome.report}")
     return 0
 
@@ -504,15 +386,14 @@ def cmd_parity(args: argparse.Namespace, settings: Settings) -> int:
     from lakehouse.catalog.dates import DateRange
     from lakehouse.drivers.parity import run_parity
     from lakehouse.drivers.pipeline import reported
+    from lakehouse.drivers.recovery import refuse_while_streams_behind
     from lakehouse.reports.outcome import RunOutcome
     from lakehouse.runtime.runs import new_run_id
     from lakehouse.runtime.spark import get_spark
 
     dates = DateRange(args.start, args.end)
-    if _streams_behind(
-        settings, "parity", "streaming would differ from batch by the rows not yet written"
-    ):
-        return EXIT_REFUSED
+    why = "streaming would differ from batch by the rows not yet written"
+    refuse_while_streams_behind(settings, "parity", why)
     spark = get_spark(settings, app_name="lakehouse-parity", streaming=False)
     span = f"{dates.start}..{dates.end}"
     run = RunOutcome(new_run_id("parity"), "parity", dt.datetime.now(dt.UTC), dates=span)
@@ -545,35 +426,15 @@ def cmd_state(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_recover(args: argparse.Namespace, settings: Settings) -> int:
-    from lakehouse.drivers.recovery import (
-        recover_kafka_topic,
-        recover_layer,
-        recover_tables,
-        tables_to_recover,
-    )
+    from lakehouse.drivers.recovery import recover
     from lakehouse.runtime.spark import get_spark
 
     if not (args.layer or args.kafka_source) or bool(args.kafka_source) != bool(args.start):
         print("lakehouse recover: give --layer, or --kafka-source with --from", file=sys.stderr)
         return EXIT_USAGE
     spark = get_spark(settings, app_name="lakehouse-recover", streaming=False)
-    if args.kafka_source:
-        retired = recover_kafka_topic(
-            spark, settings, SOURCES[args.kafka_source], args.start, _echo
-        )
-        print(f"recovered bronze/{args.kafka_source}[kafka]: old checkpoint kept in {retired}")
-    layers = in_order(args.layer or [], LAYERS)
-    if "bronze" in layers:
-        retired = recover_layer(spark, settings, "bronze", echo=_echo)
-        print(f"recovered bronze: old checkpoints kept in {retired}")
-    tables = tables_to_recover(layers)
-    if tables:
-        downstream = [t.id for t in tables if t.layer not in layers]
-        if downstream:
-            print(f"also rebuilt, as they read what is rebuilt: {', '.join(downstream)}")
-        retired = recover_tables(spark, settings, tables, echo=_echo)
-        recovered = in_order(sorted({t.layer for t in tables}), LAYERS)
-        print(f"recovered {', '.join(recovered)}: old checkpoints kept in {retired}")
+    kafka = (SOURCES[args.kafka_source], args.start) if args.kafka_source else None
+    recover(spark, settings, in_order(args.layer or [], LAYERS), kafka, _echo)
     print("next: `lakehouse run` restarts the streams from the new checkpoints")
     return 0
 
@@ -612,21 +473,115 @@ def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
 
 
 COMMANDS = {
-    "generate": cmd_generate,
-    "produce": cmd_produce,
-    "run": cmd_run,
-    "backfill": cmd_backfill,
-    "parity": cmd_parity,
-    "state": cmd_state,
-    "validate": cmd_validate,
-    "maintain": cmd_maintain,
-    "recover": cmd_recover,
-    "migrate": cmd_migrate,
+    "generate": Command(
+        cmd_generate,
+        "write realistic sample events into landing/",
+        "Write sample events for all sources into landing/ (deterministic by --seed). Rates "
+        "are fractions of events; see src/lakehouse/samples/generate.py for what each means.",
+        (_events, _generate_options),
+    ),
+    "produce": Command(
+        cmd_produce,
+        "publish the same sample events to the Kafka topics",
+        "Publish what `generate` would write (same arguments, same lines: duplicates, "
+        "out-of-order, late and malformed included) as messages, one per line, to the topic "
+        "of each source (docs/kafka.md).",
+        (_events, _kafka()),
+    ),
+    "run": Command(
+        cmd_run,
+        "one incremental run of every stage (Trigger.AvailableNow), then exit",
+        "Process everything that arrived since the last run, exactly once, then stop.",
+        (
+            _layers(
+                LAYERS,
+                "only this layer's queries and checks (repeatable; default: all, in order). "
+                "Airflow runs one layer per task.",
+            ),
+            _kafka(KAFKA_HELP + "; when set, bronze also ingests the sources' topics"),
+        ),
+        writes=True,
+    ),
+    "validate": Command(
+        cmd_validate,
+        "run the data-quality checkpoints on the current tables and write the report",
+        "Run every expectation of the chosen layer(s) on the whole current tables, render "
+        "Data Docs and a summary page under reports/, record the results in "
+        "lakehouse/_meta/dq_results. Exit 3 if a blocking expectation fails.",
+        (
+            _layers(LAYERS, "only this layer (repeatable; default: all, in order)"),
+            _validate_options,
+        ),
+    ),
+    "state": Command(
+        cmd_state,
+        "show the open state of every stateful query",
+        "Read each streaming checkpoint with Spark's state data source and print the rows "
+        "each stateful operator holds.",
+    ),
+    "backfill": Command(
+        cmd_backfill,
+        "recompute silver and gold for a date range from bronze, in batch",
+        "Recompute silver and gold for event dates START..END (inclusive, UTC) from bronze "
+        "and replace exactly those dates, atomically per table. Re-running gives the same "
+        "tables. gold/user_status is recomputed whole.",
+        (
+            _date_range(required=False),  # or --pending
+            _backfill_options,
+            _layers(
+                DERIVED_LAYERS, "only this layer's tables (repeatable; default: silver and gold)"
+            ),
+        ),
+        writes=True,
+    ),
+    "parity": Command(
+        cmd_parity,
+        "check streaming tables against a batch recomputation of a date range",
+        "Recompute START..END in batch (closing rows at the watermarks the streaming queries "
+        "reached) into a scratch data root and diff it with the live tables; exit 5 on any "
+        "difference (1: it could not finish).",
+        (_date_range(required=True),),
+    ),
+    "maintain": Command(
+        cmd_maintain,
+        "compact and vacuum every table, expire old reports",
+        "Compact the small files of every Delta table under lakehouse/ (Delta's OPTIMIZE: a "
+        "commit streams skip), vacuum files unreferenced for longer than --retain-hours "
+        "(Delta's VACUUM), and delete run reports, Data Docs pages and parity scratch folders "
+        "older than --keep-days. Never run it beside a writer (Airflow: the lakehouse_writers "
+        "pool).",
+        (_maintain_options,),
+        writes=True,
+    ),
+    "recover": Command(
+        cmd_recover,
+        "restart a layer's streams after their checkpoints were lost or damaged",
+        "The recovery a checkpoint error asks for. Moves the layer's checkpoints to "
+        "checkpoints/_retired/<time>/. bronze: the next run reads every landing file again and "
+        "skips the files bronze and quarantine already hold, and reads each Kafka topic again "
+        "from its earliest offsets, skipping the messages the tables hold. silver, gold: "
+        "rebuilds the layer's tables, and every table computed from them, by backfill over "
+        "every date in bronze; the streams' next run reads their sources whole to rebuild "
+        "state and writes only rows the backfill did not. --kafka-source S --from "
+        "earliest|latest: restarts the source's Kafka stream on its topic as it is now (the "
+        "choice asked for when the topic was deleted and created again). See "
+        "docs/operations.md, 'Recovering a stream'.",
+        (_layers(LAYERS, "the layer to recover (repeatable)"), _recover_options, _kafka()),
+        writes=True,
+    ),
+    "migrate": Command(
+        cmd_migrate,
+        "move the lakehouse over to changed rules or columns in the catalog",
+        "After a rule or a table's columns changed in the catalog, `run` refuses the streams "
+        "started with the old values. This gives those tables, and every table computed from "
+        "them, new checkpoints and recomputes them by backfill over every date in bronze; the "
+        "next `run` goes on from there. Does nothing when nothing changed. See "
+        "docs/operations.md, 'Changing a rule'.",
+        writes=True,
+    ),
 }
 
 
-# Commands that write lakehouse tables or checkpoints: one at a time per data root.
-WRITERS = frozenset({"run", "backfill", "maintain", "recover", "migrate"})
 # Commands that may start on a data root that does not exist: `generate` creates it with
 # its landing files, `produce` needs none, and a first `run` creates it (and says so: a
 # root fed only by Kafka holds no landing file to create it). Every other command
@@ -668,12 +623,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         debug = settings.debug
         refuse_a_missing_root(args.command, settings)
-        if args.command not in WRITERS:
-            return COMMANDS[args.command](args, settings)
+        command = COMMANDS[args.command]
+        if not command.writes:
+            return command.run(args, settings)
         with writer_lock(
             settings.data_root, f"lakehouse {args.command}", settings.lock_timeout_seconds, _echo
         ):
-            return COMMANDS[args.command](args, settings)
+            return command.run(args, settings)
+    except RefusedError as error:
+        print(f"lakehouse {args.command}: {error}", file=sys.stderr)
+        return EXIT_REFUSED
     except (ValueError, OSError, LakehouseError) as error:
         if debug:
             traceback.print_exc()

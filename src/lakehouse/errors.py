@@ -9,6 +9,11 @@ class LakehouseError(RuntimeError):
     """A failure whose message says what went wrong and what to do about it."""
 
 
+class RefusedError(LakehouseError):
+    """The command refused to start because of the state it found: its message says
+    why and what to run first (exit 4, `EXIT_REFUSED`)."""
+
+
 def printable(text: str) -> str:
     """`text` with control, format and line-separator characters escaped (`\\n`, `\\x1b`,
     `\\u202e`): a name that came from input, printed, can then neither forge a line of

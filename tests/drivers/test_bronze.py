@@ -13,7 +13,7 @@ from deltalake import DeltaTable
 from lakehouse import catalog
 from lakehouse.catalog import SOURCES
 from lakehouse.drivers.bronze import run_bronze
-from lakehouse.drivers.recovery import recover_layer
+from lakehouse.drivers.recovery import recover_bronze
 from lakehouse.samples.generate import GeneratorConfig, generate
 from lakehouse.storage.landing import file_uri
 from tests.helpers import delta_count, delta_rows, delta_table, landing_lines
@@ -122,7 +122,7 @@ def test_files_deleted_after_ingestion_are_not_quarantined_after_a_bronze_recove
     for source in SOURCES:
         sorted((settings.landing / source).iterdir())[0].unlink()
 
-    recover_layer(spark, settings, "bronze", echo=lambda line: None)
+    recover_bronze(spark, settings, echo=lambda line: None)
     list(run_bronze(spark, settings))
     assert {s: delta_rows(settings.table("quarantine", s)) for s in SOURCES} == before
     assert {s: bronze_identity(settings, s) for s in SOURCES} == bronze

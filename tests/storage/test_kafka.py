@@ -36,7 +36,7 @@ from lakehouse.drivers.bronze import kafka_checkpoint, run_bronze
 from lakehouse.drivers.late import pending_dates
 from lakehouse.drivers.parity import run_parity
 from lakehouse.drivers.pipeline import run_pipeline
-from lakehouse.drivers.recovery import recover_kafka_topic, recover_layer
+from lakehouse.drivers.recovery import recover_bronze, recover_kafka_topic
 from lakehouse.errors import LakehouseError
 from lakehouse.quality.validate import reconciliation_frame
 from lakehouse.samples.generate import GeneratorConfig, generate
@@ -332,7 +332,7 @@ def test_a_lost_kafka_checkpoint_is_refused_then_recovered_without_duplicates(
 
     with pytest.raises(CheckpointError, match="already hold micro-batches"):
         list(run_bronze(spark, settings))
-    recover_layer(spark, settings, "bronze", echo=lambda line: None)
+    recover_bronze(spark, settings, echo=lambda line: None)
     results = {r.stage: r for r in run_bronze(spark, settings)}
     # Only the messages published after the loss are new; each is read once.
     assert results["bronze/clicks[kafka]"].rows_in > 0

@@ -20,16 +20,19 @@ the closing rules applied to given watermarks:
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
 from lakehouse.catalog import DERIVED_LAYERS, EVENT_TIME, SOURCES, TABLES, Table, tables_in
 from lakehouse.catalog.dates import DateRange
-from lakehouse.drivers.late import record_backfill
+from lakehouse.drivers.late import pending_dates, record_backfill
+from lakehouse.drivers.pipeline import reported
 from lakehouse.drivers.tables import refuse_changed_rules, transform_of
+from lakehouse.reports.outcome import RunOutcome
 from lakehouse.runtime.progress import StageResult, timed
+from lakehouse.runtime.runs import new_run_id
 from lakehouse.runtime.settings import Settings
 from lakehouse.storage.delta import (
     ensure_table,
@@ -225,6 +228,50 @@ def _replace(
     if isinstance(dates, DateRange):
         return replace_range(rows, path, column, dates.start, dates.end, also)
     return replace_dates(rows, path, column, [*dates, *also])
+
+
+def backfill(
+    spark: SparkSession,
+    settings: Settings,
+    dates: DateRange | None,
+    layers: Sequence[str] = DERIVED_LAYERS,
+    echo: Callable[[str], None] = print,
+) -> RunOutcome:
+    """`lakehouse backfill`: recompute the layers for a range, or (`dates` None) for the
+    dates holding rows the streams dropped as late since their last backfill, saying
+    which; then the dates holding other copies of their ids (`run_backfill`). Reported
+    as a run of its own (its report page)."""
+    run = RunOutcome(
+        new_run_id("backfill"), "backfill", dt.datetime.now(dt.UTC), layers=tuple(layers)
+    )
+    with reported(settings, run) as outcome:
+        chosen: Dates
+        if dates is None:
+            chosen = pending_dates(spark, settings)
+            named = ", ".join(map(str, chosen))
+            outcome.dates = f"pending: {named or 'none'}"
+            echo(
+                f"backfill --pending: {len(chosen)} date(s): {named}"
+                if chosen
+                else "backfill --pending: no date holds late rows since its last backfill; "
+                "nothing to do"
+            )
+        else:
+            chosen = dates
+            outcome.dates = f"{dates.start}..{dates.end}"
+        if chosen:
+            results, also = run_backfill(spark, settings, chosen, layers)
+            if also:
+                named = ", ".join(map(str, also))
+                outcome.dates += f", and {named}"
+                copies = "holding other copies of their event ids"
+                echo(f"backfill: also {len(also)} date(s) {copies}: {named}")
+            for result in results:
+                outcome.stages.append(result)
+                echo(result.summary())
+    if chosen:
+        echo(f"backfill {outcome.dates} finished in {outcome.seconds:.1f} s")
+    return outcome
 
 
 def run_backfill(

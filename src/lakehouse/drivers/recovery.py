@@ -5,7 +5,7 @@
   was blocked or interrupted, or the stream never ran), it would write those
   rows again after the backfill. `lakehouse backfill` refuses until a run has
   caught the streams up.
-- `recover_layer` (`lakehouse recover --layer L`): the documented way back
+- `recover` (`lakehouse recover --layer L`): the documented way back
   from a checkpoint that `lakehouse.storage.checkpoints` refused. The layer's
   checkpoints are moved to `checkpoints/_retired/<time>/`; bronze streams
   restart reading every landing file but skip the files their tables already
@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from lakehouse.catalog import SOURCES, TABLES, Source, Table, downstream_of
+from lakehouse.catalog import LAYERS, SOURCES, TABLES, Source, Table, downstream_of
 from lakehouse.catalog.dates import DateRange
 from lakehouse.drivers.backfill import bronze_days, bronze_watermarks, run_backfill
 from lakehouse.drivers.bronze import KAFKA_TOPIC, STARTING_OFFSETS, kafka_checkpoint
 from lakehouse.drivers.closed import windows_to_close
 from lakehouse.drivers.streaming import read_sources, unread_inputs
 from lakehouse.drivers.tables import FINGERPRINT, fingerprint
-from lakehouse.errors import LakehouseError
+from lakehouse.errors import LakehouseError, RefusedError
 from lakehouse.quality.ledger import LEDGER_SCHEMA, ledger_path
 from lakehouse.quality.validate import reconciliation_frame
 from lakehouse.runtime.settings import Settings
@@ -63,6 +63,18 @@ from lakehouse.storage.objects import Root, move_tree, relative
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+def refuse_while_streams_behind(settings: Settings, command: str, why: str) -> None:
+    """Refuse `command` while the streams still have rows to write (`why` it must wait),
+    naming what each stream has left."""
+    behind = streams_behind(settings)
+    if behind:
+        raise RefusedError(
+            f"refused: the streams still have rows to write; {why}. Run `lakehouse run` "
+            f"(in Airflow: let lakehouse_incremental succeed) first, then the {command}."
+            + "".join(f"\n  {line}" for line in behind)
+        )
 
 
 def streams_behind(settings: Settings) -> list[str]:
@@ -104,12 +116,39 @@ def bronze_dates(spark: SparkSession, settings: Settings) -> DateRange | None:
     return DateRange(days[0], days[-1]) if days else None
 
 
-def recover_layer(
-    spark: SparkSession, settings: Settings, layer: str, echo: Callable[[str], None] = print
+def recover(
+    spark: SparkSession,
+    settings: Settings,
+    layers: Sequence[str],
+    kafka: tuple[Source, str] | None = None,
+    echo: Callable[[str], None] = print,
+) -> None:
+    """`lakehouse recover`: restart a Kafka stream on its topic as it is now (`kafka`: the
+    source and where to start), then the layers' streams, in pipeline order: bronze's
+    (`recover_bronze`), and silver and gold by backfill with every table computed from
+    them (`tables_to_recover`, `recover_tables`)."""
+    if kafka is not None:
+        source, start = kafka
+        retired = recover_kafka_topic(spark, settings, source, start, echo)
+        echo(f"recovered bronze/{source.name}[kafka]: old checkpoint kept in {retired}")
+    if "bronze" in layers:
+        retired = recover_bronze(spark, settings, echo)
+        echo(f"recovered bronze: old checkpoints kept in {retired}")
+    tables = tables_to_recover(layers)
+    if tables:
+        downstream = [t.id for t in tables if t.layer not in layers]
+        if downstream:
+            echo(f"also rebuilt, as they read what is rebuilt: {', '.join(downstream)}")
+        retired = recover_tables(spark, settings, tables, echo=echo)
+        recovered = [layer for layer in LAYERS if layer in {t.layer for t in tables}]
+        echo(f"recovered {', '.join(recovered)}: old checkpoints kept in {retired}")
+
+
+def recover_bronze(
+    spark: SparkSession, settings: Settings, echo: Callable[[str], None] = print
 ) -> Root:
-    """Retire the layer's checkpoints and restart its streams without loss or duplicates."""
-    if layer != "bronze":
-        return recover_tables(spark, settings, tables_to_recover([layer]), echo)
+    """Retire bronze's checkpoints and restart its streams without loss or duplicates."""
+    layer = "bronze"
     stamp = _stamp()
     retired = settings.checkpoints / RETIRED / stamp / layer
     retired_ids: dict[str, list[str]] = {}
