@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import gzip
 import io
@@ -53,8 +52,8 @@ def settings_for(data_root: Root, **overrides: Any) -> Settings:
     if isinstance(data_root, S3Path):  # its connection is the test's S3 server's
         overrides = {"data_root": data_root, **overrides}
         data_root = Path("unused")
-    return dataclasses.replace(
-        Settings.load(data_root=data_root), **{"shuffle_partitions": 2, **overrides}
+    return Settings.load(data_root=data_root).model_copy(
+        update={"shuffle_partitions": 2, **overrides}
     )
 
 

@@ -627,7 +627,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not command.writes:
             return command.run(args, settings)
         with writer_lock(
-            settings.data_root, f"lakehouse {args.command}", settings.lock_timeout_seconds, _echo
+            settings.data_root, f"lakehouse {args.command}", settings.lock_timeout, _echo
         ):
             return command.run(args, settings)
     except RefusedError as error:

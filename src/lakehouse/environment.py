@@ -17,7 +17,7 @@ import functools
 import os
 import re
 import sys
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -195,6 +195,9 @@ class Environment(BaseSettings):
         return size
 
 
+Variables = TypeVar("Variables", bound=Environment)
+
+
 def environment() -> Environment:
     """The variables as they are now; a wrong one is a ValueError naming it, in one line.
 
@@ -207,8 +210,14 @@ def environment() -> Environment:
 @functools.lru_cache(maxsize=8)
 def _read(variables: tuple[tuple[str, str], ...]) -> Environment:
     """`Environment()` for the `LAKEHOUSE_*` variables `variables` (the cache's key)."""
+    return validated(Environment)
+
+
+def validated(model: type[Variables], **given: Any) -> Variables:
+    """`model(**given)`, the variables filling in what is not given; a wrong value is a
+    ValueError naming its variable, in one line."""
     try:
-        return Environment()
+        return model(**given)
     except ValidationError as error:
         first = error.errors()[0]
         name = PREFIX + "_".join(str(part) for part in first["loc"]).upper()

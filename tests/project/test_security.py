@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import json
 import re
@@ -65,7 +64,7 @@ def test_the_local_spark_cluster_has_a_private_secret_its_jobs_are_given(tmp_pat
     assert airflow.env()["LAKEHOUSE_SPARK_AUTH_SECRET"] == secret
     # A job's session authenticates with it; without one, it asks for nothing.
     with_secret = Settings.load(tmp_path, cluster.master_url)
-    with_secret = dataclasses.replace(with_secret, spark_auth_secret=secret)
+    with_secret = with_secret.model_copy(update={"spark_auth_secret": secret})
     conf = session_conf(with_secret)
     assert conf["spark.authenticate"] == "true"
     assert conf["spark.authenticate.secret"] == secret

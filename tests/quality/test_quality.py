@@ -7,7 +7,6 @@ through delta-rs), and validates the layer.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import html
 import json
@@ -339,7 +338,7 @@ def test_checks_on_spark_alone_find_what_the_arrow_copy_finds(spark, clean, tmp_
     dangling_click(settings)
     layers = ["bronze", "silver", "gold"]
     on_arrow = validate_tables(spark, settings, layers, lambda line: None, False)
-    spark_only = dataclasses.replace(settings, check_arrow_max_rows=0)
+    spark_only = settings.model_copy(update={"check_arrow_max_rows": 0})
     on_spark = validate_tables(spark, spark_only, layers, lambda line: None, False)
     arrow, spark_read = (
         [o for c in run.checks for t in c.tables for o in t.outcomes]

@@ -16,7 +16,6 @@ the operator says where to read it from.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import random
@@ -284,7 +283,7 @@ def test_killed_runs_lose_and_duplicate_no_message(spark, tmp_path, broker, figu
         kill_group(process)
         kills.append(f"{'finished before' if finished else 'killed at'} {moment:.1f} s")
     # The rerun: in this process, on the tests' session (the same code as the CLI's).
-    rerun = dataclasses.replace(settings, kafka_max_offsets_per_trigger=250)
+    rerun = settings.model_copy(update={"kafka_max_offsets_per_trigger": 250})
     list(run_bronze(spark, rerun))
     figures.append(f"kafka kills: {', '.join(kills)}")
     assert any(k.startswith("killed") for k in kills), kills
@@ -308,7 +307,7 @@ def test_expired_unread_messages_fail_the_run_with_what_to_do(spark, tmp_path, b
     assert "LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS=false" in message
 
     # The documented way on: accept the loss once; the messages Kafka still has are read.
-    accepting = dataclasses.replace(settings, kafka_fail_on_data_loss=False)
+    accepting = settings.model_copy(update={"kafka_fail_on_data_loss": False})
     list(run_bronze(spark, accepting))
     read = messages_in_tables(settings)
     assert sum(deleted.values()) > 0

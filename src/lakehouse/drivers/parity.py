@@ -111,8 +111,8 @@ def run_parity(
     }
     # Unique per run: two parity tasks may start in the same second.
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
-    scratch = dataclasses.replace(
-        settings, data_root=settings.data_root / "scratch" / f"parity-{stamp}"
+    scratch = settings.model_copy(
+        update={"data_root": settings.data_root / "scratch" / f"parity-{stamp}"}
     )
     write_range(compute_tables(spark, settings, watermarks), settings, dates, layout=scratch)
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
-from lakehouse.environment import Environment, environment, spark_master_url
+from pydantic import field_validator
+from pydantic_settings import SettingsConfigDict
+
+from lakehouse.environment import Environment, environment, spark_master_url, validated
 from lakehouse.runtime.jars import CHECKOUT_JARS
 from lakehouse.storage.objects import Root, S3Connection, S3Path, is_object_store_uri
 
@@ -52,9 +55,12 @@ def _data_root(root: str | Path, connection: S3Connection) -> Root:
     return Path(root).expanduser().resolve()
 
 
-def jars_folder(env: Environment | None = None) -> Path:
+def jars_folder() -> Path:
     """The JVM libraries' folder: LAKEHOUSE_JARS_DIR, else the checkout's jars/."""
-    chosen = (env or environment()).jars_dir
+    return _jars_path(environment().jars_dir)
+
+
+def _jars_path(chosen: str | Path | None) -> Path:
     return Path(chosen).expanduser().resolve() if chosen else CHECKOUT_JARS
 
 
@@ -68,60 +74,46 @@ def s3_connection() -> S3Connection:
     )
 
 
-@dataclass(frozen=True)
-class Settings:
-    data_root: Root
-    spark_master: str
-    shuffle_partitions: int
-    # Admission control: at most this many landing files per bronze micro-batch.
-    max_files_per_trigger: int
-    # Lines longer than this (in bytes) are quarantined instead of parsed.
-    max_line_bytes: int
-    # How long a writer (run, backfill, maintain, recover, migrate) waits for another one.
-    lock_timeout_seconds: int
-    # An event time more than this after its line's ingestion is quarantined
-    # as "in the future" (a sender's wrong clock), before it can move a watermark.
-    future_tolerance: dt.timedelta = dt.timedelta(hours=24)
-    # State store of new stateful queries: "rocksdb" (default) or "hdfs" (Spark's
-    # default, in the JVM heap). A checkpoint keeps the store it was created with.
-    state_store: str = "rocksdb"
-    # The driver JVM's heap (`spark.driver.memory`). In local mode every task
-    # runs in it: Spark's default, 1g, kept a 10M-event first run collecting
-    # garbage (docs/benchmarks.md).
-    driver_memory: str = "2g"
-    # Shared secret of a Spark standalone cluster that requires authentication
-    # (`spark.authenticate`): LAKEHOUSE_SPARK_AUTH_SECRET. None: no authentication.
-    spark_auth_secret: str | None = field(default=None, repr=False)
-    # Kafka (docs/kafka.md): with bootstrap servers set, bronze also reads one topic
-    # per source, `<kafka_topic_prefix><source>`, at most this many messages per
-    # micro-batch. A run whose unread messages Kafka already deleted (retention)
-    # fails unless `kafka_fail_on_data_loss` is off (Spark's `failOnDataLoss`).
-    kafka_bootstrap_servers: str | None = None
-    kafka_topic_prefix: str = ""
-    kafka_max_offsets_per_trigger: int = 1_000_000
-    kafka_fail_on_data_loss: bool = True
-    # A stateful query that drops more than this share of its input as later than
-    # its watermark gets a warning (the late_drops checks): recover the rows with
-    # `lakehouse backfill --pending`.
-    late_share_warning: float = 0.05
-    # Whole tracebacks of a failure, Python's and the JVM's log lines' (`--debug`):
-    # else a failure is one line, and the JVM's log lines one line each.
-    debug: bool = False
-    # A layer's queries run at the same time on up to this many threads, each once
-    # the tables of its layer it reads have been checked: LAKEHOUSE_QUERY_THREADS
-    # (bronze has three sources). 1: one after the other.
-    query_threads: int = 3
-    # A check's rows (a table's new rows, the partitions they went to, a whole
-    # table) up to this many are read into an Arrow copy: GX's pandas engine checks
-    # the column rules, Spark the SQL rules over a local relation
-    # (src/lakehouse/quality/validate.py). More: Spark reads them from the table.
-    # LAKEHOUSE_CHECK_ARROW_MAX_ROWS; 0: always Spark.
-    check_arrow_max_rows: int = 100_000
-    # Run reports and Data Docs: LAKEHOUSE_REPORTS_DIR, else `<data root>/reports`
-    # for a local root, else ./reports (reports stay on local disk, beside Airflow).
-    reports_dir: Path | None = None
-    # The JVM libraries' folder (`runtime.jars`): LAKEHOUSE_JARS_DIR, else the checkout's.
-    jars_dir: Path = CHECKOUT_JARS
+def _declared(name: str) -> Any:
+    """The default `lakehouse.environment` declares for a variable (declared there only)."""
+    return Environment.model_fields[name].default
+
+
+class Settings(Environment):
+    """A run's settings: every `LAKEHOUSE_*` variable, as `lakehouse.environment` declares
+    it (its default, its check, what it does), the command line's flags over them
+    (`load`), and in the types a run uses: the data root a local folder or an S3 path,
+    the shuffle partitions a number (the machine's cores unless set), the reports' and
+    jars' folders paths."""
+
+    model_config = SettingsConfigDict(arbitrary_types_allowed=True, validate_default=True)
+
+    # The variables' text, validated into the types a run uses (narrower than the
+    # variables' own: what mypy's override check flags).
+    data_root: Root = _declared("data_root")  # type: ignore[assignment]
+    shuffle_partitions: int = _declared("shuffle_partitions")
+    reports_dir: Path | None = _declared("reports_dir")  # type: ignore[assignment]
+    jars_dir: Path = _declared("jars_dir")  # type: ignore[assignment]
+
+    @field_validator("data_root", mode="before")
+    @classmethod
+    def _root(cls, root: str | Root) -> Root:
+        return root if isinstance(root, S3Path) else _data_root(root, s3_connection())
+
+    @field_validator("shuffle_partitions", mode="before")
+    @classmethod
+    def _cores(cls, partitions: int | None) -> int:
+        return partitions or os.cpu_count() or 2
+
+    @field_validator("reports_dir", mode="before")
+    @classmethod
+    def _reports(cls, folder: str | Path | None) -> Path | None:
+        return Path(folder).expanduser().resolve() if folder else None
+
+    @field_validator("jars_dir", mode="before")
+    @classmethod
+    def _jars(cls, folder: str | Path | None) -> Path:
+        return _jars_path(folder)
 
     @classmethod
     def load(
@@ -132,41 +124,28 @@ class Settings:
         kafka_bootstrap_servers: str | None = None,
         debug: bool = False,
     ) -> Settings:
-        """Flags first, then the environment (`lakehouse.environment`), then defaults;
-        `default_data_root` replaces the environment's default data root."""
-        env = environment()
-        root = data_root or (
-            env.data_root
-            if "data_root" in env.model_fields_set or default_data_root is None
-            else default_data_root
-        )
+        """Flags first, then the environment, then the declared defaults;
+        `default_data_root` replaces the declared default data root."""
         if spark_master:
             try:
                 spark_master_url(spark_master)
             except ValueError as error:
                 raise ValueError(f"--spark-master: {error}, got {spark_master!r}") from None
-        return cls(
-            data_root=_data_root(root, s3_connection()),
-            reports_dir=Path(env.reports_dir).expanduser().resolve() if env.reports_dir else None,
-            spark_master=spark_master or env.spark_master,
-            shuffle_partitions=env.shuffle_partitions or os.cpu_count() or 2,
-            max_files_per_trigger=env.max_files_per_trigger,
-            max_line_bytes=env.max_line_bytes,
-            lock_timeout_seconds=env.lock_timeout,
-            future_tolerance=dt.timedelta(hours=env.future_tolerance_hours),
-            state_store=env.state_store,
-            driver_memory=env.driver_memory,
-            spark_auth_secret=env.spark_auth_secret,
-            kafka_bootstrap_servers=kafka_bootstrap_servers or env.kafka_bootstrap_servers,
-            kafka_topic_prefix=env.kafka_topic_prefix,
-            kafka_max_offsets_per_trigger=env.kafka_max_offsets_per_trigger,
-            kafka_fail_on_data_loss=env.kafka_fail_on_data_loss,
-            late_share_warning=env.late_share_warning,
-            debug=debug or env.debug,
-            query_threads=env.query_threads,
-            check_arrow_max_rows=env.check_arrow_max_rows,
-            jars_dir=jars_folder(env),
-        )
+        if not data_root and "data_root" not in environment().model_fields_set:
+            data_root = default_data_root
+        flags = {
+            # A flag's root is checked here, so that its error names no variable.
+            "data_root": data_root and _data_root(data_root, s3_connection()),
+            "spark_master": spark_master,
+            "kafka_bootstrap_servers": kafka_bootstrap_servers,
+            "debug": debug,
+        }
+        return validated(cls, **{name: value for name, value in flags.items() if value})
+
+    @property
+    def future_tolerance(self) -> dt.timedelta:
+        """An event time more than this after its line's ingestion is quarantined."""
+        return dt.timedelta(hours=self.future_tolerance_hours)
 
     def kafka_topic(self, source: str) -> str:
         """The topic of a source's messages (docs/contract.md, section 9)."""
