@@ -1,18 +1,13 @@
 """Date ranges of backfills and parity runs, checked before any Spark job starts.
 
-Plain Python, no pyspark: the Airflow backfill DAGs work out their range in
-a light Python task (`check_request`, with `backfill_request` for the
-manual one's form, whose fields Airflow has checked one by one), so a bad
-range fails in a second with a one-line reason instead of after a Spark
-start-up.
+Plain Python, no pyspark: the Airflow backfill DAGs build theirs in a light Python
+task (`lakehouse.orchestration.requests`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-
-from lakehouse.catalog import DERIVED_LAYERS
 
 
 @dataclass(frozen=True)
@@ -30,97 +25,3 @@ class DateRange:
     def __post_init__(self) -> None:
         if self.start > self.end:
             raise ValueError(f"start {self.start} is after end {self.end}")
-
-
-def parse_date(text: object, what: str) -> dt.date:
-    if not isinstance(text, str):
-        raise ValueError(f"{what}: expected a date YYYY-MM-DD, got {text!r}")
-    try:
-        return dt.date.fromisoformat(text.strip())
-    except ValueError:
-        raise ValueError(f"{what}: not a date (YYYY-MM-DD): {text!r}") from None
-
-
-@dataclass(frozen=True)
-class BackfillRequest:
-    """What one run of the backfill DAG recomputes, and the commands it submits."""
-
-    dates: DateRange
-    layers: tuple[str, ...]
-    # The nightly run: recompute every date holding late rows (`backfill --pending`);
-    # `dates` (its data interval) is then what parity checks.
-    pending: bool = False
-
-    def describe(self) -> str:
-        """One line for a run's note and log: what it recomputes."""
-        what = "the pending dates" if self.pending else f"{self.dates.start}..{self.dates.end}"
-        return f"backfill {what}, layers {', '.join(self.layers)}"
-
-    def commands(self) -> dict[str, list[str]]:
-        """`lakehouse` arguments of the backfill, validate and parity tasks."""
-        span = ["--start", self.dates.start.isoformat(), "--end", self.dates.end.isoformat()]
-        layer_flags = [flag for layer in self.layers for flag in ("--layer", layer)]
-        return {
-            "backfill": ["backfill", *(["--pending"] if self.pending else span), *layer_flags],
-            # A backfill replaces files: every row it wrote is new to the checks.
-            "validate": ["validate", *layer_flags, "--new-rows"],
-            "parity": ["parity", *span],
-        }
-
-
-def _days(interval: tuple[dt.datetime, dt.datetime]) -> DateRange:
-    """The UTC dates from the interval's start up to its end, exclusive (one day if equal)."""
-    first, last = (moment.astimezone(dt.UTC) for moment in interval)
-    return DateRange(first.date(), max(first, last - dt.timedelta(microseconds=1)).date())
-
-
-def nightly_request(
-    run_type: str,
-    interval: tuple[dt.datetime, dt.datetime] | None,
-    run_after: dt.datetime,
-) -> BackfillRequest:
-    """What a run of the nightly backfill DAG (`lakehouse_backfill`) recomputes.
-
-    A run `airflow backfill create` made recomputes its data interval: the
-    day that ended at its logical date. Any other run (the scheduled one at
-    midnight, or a manual trigger) recomputes the pending dates (`backfill
-    --pending`) and checks parity of the UTC day that ended before it ran.
-    """
-    if run_type == "backfill":
-        if interval is None:
-            raise ValueError("a backfill run without a data interval")
-        return BackfillRequest(_days(interval), DERIVED_LAYERS)
-    yesterday = run_after.astimezone(dt.UTC).date() - dt.timedelta(days=1)
-    return BackfillRequest(DateRange(yesterday, yesterday), DERIVED_LAYERS, pending=True)
-
-
-# The longest range the backfill form runs without its "yes, the whole range" box: a
-# year and a day. Longer ranges are rarely meant (a typo in a year), and each costs
-# minutes per day that holds data, then a parity check over all of it.
-FORM_MAX_DAYS = 366
-
-
-def backfill_request(
-    start: object, end: object, layers: object, whole_range: object = False
-) -> BackfillRequest:
-    """The range and layers of the manual backfill's form (`lakehouse_backfill_range`);
-    a range of more than FORM_MAX_DAYS days needs `whole_range` ticked. Any value may
-    come in (`airflow dags trigger -c` skips the form): a wrong one is a ValueError."""
-    if layers is not None and not (
-        isinstance(layers, list | tuple) and all(isinstance(layer, str) for layer in layers)
-    ):
-        raise ValueError(f"layers: expected a list of layer names, got {layers!r}")
-    if start is None or end is None:
-        raise ValueError("give a start and an end date")
-    dates = DateRange(parse_date(start, "start"), parse_date(end, "end"))
-    days = (dates.end - dates.start).days + 1
-    if days > FORM_MAX_DAYS and whole_range is not True:
-        raise ValueError(
-            f"{dates.start}..{dates.end} is {days:,} days, more than {FORM_MAX_DAYS}: check "
-            'the dates, or tick "Yes, the whole range" to recompute all of it'
-        )
-    chosen = tuple(layers) if layers is not None else DERIVED_LAYERS
-    unknown = sorted(set(chosen) - set(DERIVED_LAYERS))
-    if unknown or not chosen:
-        raise ValueError(f"layers: choose from {', '.join(DERIVED_LAYERS)}, got {list(chosen)}")
-    return BackfillRequest(dates, tuple(layer for layer in DERIVED_LAYERS if layer in chosen))

@@ -3,6 +3,8 @@
 - `tasks`: default arguments, the writers pool, `lakehouse_submit` (a
   spark-submit task running the `lakehouse` CLI) and the assets of each layer,
   from the catalog. Cheap to import: the scheduler parses DAGs every few seconds.
+- `requests`: what a run of a backfill DAG recomputes (the form's request, or the
+  nightly run's) and the commands its tasks submit.
 - `operators`: the SparkSubmitOperator subclass those tasks use.
 - `deployment`: checks a docker-compose deployment runs before it starts.
 
@@ -10,7 +12,7 @@ The DAG files import this package only: what they need of the catalog is here to
 """
 
 from lakehouse.catalog import DERIVED_LAYERS, LAYERS
-from lakehouse.catalog.dates import FORM_MAX_DAYS, backfill_request, nightly_request
+from lakehouse.orchestration.requests import FORM_MAX_DAYS, backfill_request, nightly_request
 from lakehouse.orchestration.tasks import (
     DEFAULT_ARGS,
     ENTRY_POINT,

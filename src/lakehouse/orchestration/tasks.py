@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
     from airflow.sdk import Asset
 
-    from lakehouse.catalog.dates import BackfillRequest
     from lakehouse.orchestration.operators import LakehouseSubmitOperator
+    from lakehouse.orchestration.requests import BackfillRequest
 
 # The checkout (or the image's copy of it) this package is installed from in editable mode.
 REPO = Path(__file__).resolve().parents[3]

@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from lakehouse.catalog.dates import DateRange, backfill_request, nightly_request
+from lakehouse.catalog.dates import DateRange
 from lakehouse.cli import build_parser
+from lakehouse.orchestration.requests import backfill_request, nightly_request
 
 DAY = dt.datetime(2026, 11, 5, tzinfo=dt.UTC)
 INTERVAL = (DAY, DAY + dt.timedelta(days=1))
