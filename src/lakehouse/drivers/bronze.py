@@ -29,7 +29,6 @@ from __future__ import annotations
 import datetime as dt
 import operator
 import re
-import socket
 from collections.abc import Callable, Iterator
 from functools import partial, reduce
 from typing import TYPE_CHECKING, Any
@@ -54,7 +53,7 @@ from lakehouse.storage.checkpoints import (
     write_sidecar,
 )
 from lakehouse.storage.delta import StreamSink
-from lakehouse.storage.kafka import TopicState, topic_state
+from lakehouse.storage.kafka import TopicState, refuse_unreachable_brokers, topic_state
 from lakehouse.storage.landing import (
     LINE_POSITION,
     LINES_SCHEMA,
@@ -486,25 +485,6 @@ def data_loss_message(query: str, topic: str, spark_error: str) -> str:
         "once with LAKEHOUSE_KAFKA_FAIL_ON_DATA_LOSS=false (bronze then continues from the "
         "oldest message Kafka still has); to avoid it, run more often than the topic's "
         f"retention.ms or raise it (docs/kafka.md). Spark said: {detail[:300]}"
-    )
-
-
-def refuse_unreachable_brokers(servers: str, timeout: float = 5) -> None:
-    """Fail at once, before any query, when no bootstrap server accepts a connection.
-
-    Spark's Kafka source would retry for minutes before giving up.
-    """
-    for server in servers.split(","):
-        host, _, port = server.strip().rpartition(":")
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-                return
-        except (OSError, ValueError):
-            continue
-    raise LakehouseError(
-        f"Kafka: no bootstrap server of {servers!r} accepts connections; start the broker "
-        "(`make kafka-up` for the local one) or unset LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS "
-        "to ingest landing files only."
     )
 
 

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from lakehouse.catalog import SOURCES
-from lakehouse.drivers.bronze import refuse_unreachable_brokers
 from lakehouse.errors import LakehouseError
 from lakehouse.runtime.settings import Settings
 from lakehouse.samples.generate import GeneratedSummary, GeneratorConfig, generate
+from lakehouse.storage.kafka import refuse_unreachable_brokers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

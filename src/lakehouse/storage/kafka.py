@@ -1,4 +1,5 @@
-"""What a Kafka topic is now: its id and each partition's earliest and next offsets.
+"""What a Kafka topic is now: its id and each partition's earliest and next offsets;
+and whether any broker answers at all (`refuse_unreachable_brokers`).
 
 Read with Kafka's own `Admin` client (kafka-clients, on Spark's classpath as a
 dependency of Spark's Kafka connector), through the Spark driver's JVM: no
@@ -13,6 +14,7 @@ new topic's first messages when the new topic has grown past them.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -75,3 +77,22 @@ def topic_state(spark: SparkSession, servers: str, topic: str) -> TopicState | N
         )
     finally:
         admin.close()
+
+
+def refuse_unreachable_brokers(servers: str, timeout: float = 5) -> None:
+    """Fail at once, before any query, when no bootstrap server accepts a connection.
+
+    Spark's Kafka source would retry for minutes before giving up.
+    """
+    for server in servers.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return
+        except (OSError, ValueError):
+            continue
+    raise LakehouseError(
+        f"Kafka: no bootstrap server of {servers!r} accepts connections; start the broker "
+        "(`make kafka-up` for the local one) or unset LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS "
+        "to ingest landing files only."
+    )
