@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import importlib
 import json
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pyspark.testing import assertDataFrameEqual
 from lakehouse import catalog
 from lakehouse.catalog import LAYERS, SOURCES, TABLES, Closing
 from lakehouse.catalog.schemas import table_schema
+from lakehouse.drivers.tables import TRANSFORMS
 from lakehouse.quality.gate import EXPECTATIONS_DIR, load_suites
 from lakehouse.quality.validate import LAYER_CHECKS, suite_parameters
 from lakehouse.runtime.settings import Settings
@@ -48,10 +48,10 @@ def test_every_table_has_a_suite_a_transform_and_inputs_declared_before_it():
     }
     checked = {table for tables in LAYER_CHECKS.values() for table in tables}
     assert suites == checked
+    assert set(TRANSFORMS) == {t.id for t in TABLES}, "a transform of no catalog table"
     for position, table in enumerate(TABLES):
         assert (EXPECTATIONS_DIR / f"{table.id}.json").exists(), table.id
-        module, name = table.transform.split(":")
-        assert callable(getattr(importlib.import_module(module), name)), table.transform
+        assert callable(TRANSFORMS.get(table.id)), f"{table.id}: no transform registered"
         earlier = {t.id for t in TABLES[:position]} | {f"bronze/{s}" for s in SOURCES}
         assert set(table.inputs) <= earlier, table.id
         assert set(table.keys) <= set(table.column_names), table.id

@@ -7,10 +7,11 @@ the CLI its layer names, data quality its suites (rendered with `RULES`),
 the sample generator and the DuckDB reference their timings. Plain Python,
 no pyspark: the Airflow scheduler imports it while parsing the DAGs.
 
-To add a table: write its transform (`src/lakehouse/transforms/`), add one `Table`
-below and its suite (`src/lakehouse/quality/suites/<layer>/<name>.json`). To change a rule,
-change `RULES`; streams started with the old value then refuse to run until
-the lakehouse is moved over (see docs/operations.md).
+To add a table: write its transform (`src/lakehouse/transforms/`, registered in its
+module's `TRANSFORMS`), add one `Table` below and its suite
+(`src/lakehouse/quality/suites/<layer>/<name>.json`). To change a rule, change
+`RULES`; streams started with the old value then refuse to run until the lakehouse
+is moved over (see docs/operations.md).
 """
 
 from __future__ import annotations
@@ -254,9 +255,10 @@ LATE_DROPS_COLUMNS: Columns = (
 class Table:
     """A Delta table of silver or gold, and how it is computed.
 
-    `transform` is "module:factory": `factory(**params)` returns a function
-    of the input DataFrames, in `inputs` order, that works on streaming and
-    batch DataFrames alike; a `state` table's factory also takes the batch
+    Its transform is registered where it is written, in `lakehouse.transforms`
+    (each module's `TRANSFORMS`): `factory(**params)` returns a function of the
+    input DataFrames, in `inputs` order, that works on streaming and batch
+    DataFrames alike; a `state` table's factory also takes the batch
     `watermark_ms`. `date_column` holds each row's UTC date for backfills
     and partitions the table (None: a current-state table, replaced whole).
     `rules` are the rules its rows depend on: a stream records their values
@@ -280,7 +282,6 @@ class Table:
     description: str
     columns: tuple[tuple[str, str], ...]
     inputs: tuple[str, ...]
-    transform: str
     keys: tuple[str, ...]
     closing: Closing
     watermark_sources: tuple[str, ...]
@@ -321,7 +322,6 @@ def _deduplicated(source: Source) -> Table:
         f"{source.name}, one row per {source.key}: the first arrival wins",
         _event_columns(source),
         inputs=(f"bronze/{source.name}",),
-        transform="lakehouse.transforms.silver:dedupe_events",
         params={"source": source.name},
         keys=(source.key,),
         closing=Closing("final"),
@@ -352,7 +352,6 @@ TABLES: tuple[Table, ...] = (
             (EVENT_DATE, DATE),
         ),
         inputs=("silver/impressions", "silver/clicks"),
-        transform="lakehouse.transforms.silver:attribute_clicks",
         keys=("impression_id", "click_id"),
         closing=Closing("unmatched", held_back="attribution_window"),
         watermark_sources=("impressions", "clicks"),
@@ -374,7 +373,6 @@ TABLES: tuple[Table, ...] = (
             (EVENT_DATE, DATE),
         ),
         inputs=("silver/user_actions",),
-        transform="lakehouse.transforms.user_state:sessionize_user_actions",
         keys=("session_id",),
         closing=Closing("state"),
         watermark_sources=("user_actions",),
@@ -396,7 +394,6 @@ TABLES: tuple[Table, ...] = (
             (EVENT_DATE, DATE),
         ),
         inputs=(_ATTRIBUTION,),
-        transform="lakehouse.transforms.gold:ad_performance_hourly",
         keys=("ad_id", "campaign_id", "window_start"),
         closing=Closing("windows", "attribution_window", length="performance_window"),
         watermark_sources=("impressions", "clicks"),
@@ -415,7 +412,6 @@ TABLES: tuple[Table, ...] = (
             ("ctr", DOUBLE),
         ),
         inputs=("gold/ad_performance_hourly",),
-        transform="lakehouse.transforms.gold:campaign_daily",
         keys=("campaign_id", "day"),
         closing=Closing("windows", "attribution_window", start="day", length="campaign_window"),
         watermark_sources=("impressions", "clicks"),
@@ -435,7 +431,6 @@ TABLES: tuple[Table, ...] = (
             (EVENT_DATE, DATE),
         ),
         inputs=("silver/user_actions",),
-        transform="lakehouse.transforms.gold:actions_per_window",
         keys=("window_start", "window_end", "action"),
         closing=Closing("windows", length="actions_window"),
         watermark_sources=("user_actions",),
@@ -453,7 +448,6 @@ TABLES: tuple[Table, ...] = (
             ("last_event_time", TIMESTAMP),
         ),
         inputs=("silver/user_actions",),
-        transform="lakehouse.transforms.user_state:track_user_status",
         keys=("user_id",),
         closing=Closing("state"),
         watermark_sources=("user_actions",),

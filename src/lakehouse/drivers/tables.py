@@ -7,7 +7,6 @@ own query with its own checkpoint under `checkpoints/<layer>/<table>`.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -29,19 +28,27 @@ from lakehouse.storage.checkpoints import (
 )
 from lakehouse.storage.delta import StreamSink, read_stream
 from lakehouse.storage.delta.log import appended_only
+from lakehouse.transforms import gold, silver, user_state
 from lakehouse.transforms.silver import state_key
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
+# Each catalog table's transform factory, as the module that writes it registers it.
+TRANSFORMS: dict[str, Callable[..., Callable[..., DataFrame]]] = {
+    **silver.TRANSFORMS,
+    **gold.TRANSFORMS,
+    **user_state.TRANSFORMS,
+}
+
+
 def transform_of(table: Table, watermark_ms: int | None = None) -> Callable[..., DataFrame]:
-    """The table's transform (`module:factory` in the catalog), made with its parameters.
+    """The table's transform (`TRANSFORMS`), made with its parameters.
 
     A `state` table's factory also takes the batch watermark; streaming passes none.
     """
-    module, name = table.transform.split(":")
-    factory = getattr(importlib.import_module(module), name)
+    factory = TRANSFORMS[table.id]
     if table.closing.kind == "state":
         return factory(watermark_ms=watermark_ms, **table.params)
     return factory(**table.params)

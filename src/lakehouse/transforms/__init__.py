@@ -1,7 +1,8 @@
 """Business logic: pure DataFrame -> DataFrame transforms and per-key state functions.
 
 The same function serves the streaming query and the batch backfill; none
-reads or writes. Each table's transform is named in the catalog.
+reads or writes. Each module registers the transforms it writes under the catalog
+tables they compute (its `TRANSFORMS`), where `lakehouse.drivers.tables` finds them.
 
 - `landing`: landing lines -> typed events or quarantine rows with a reason;
 - `silver`: deduplication and the impressions x clicks interval join;

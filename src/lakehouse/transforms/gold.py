@@ -99,3 +99,11 @@ def actions_per_window() -> Callable[[DataFrame], DataFrame]:
         )
 
     return transform
+
+
+# The catalog tables each transform computes (looked up by `lakehouse.drivers.tables`).
+TRANSFORMS: dict[str, Callable[..., Callable[..., DataFrame]]] = {
+    "gold/ad_performance_hourly": ad_performance_hourly,
+    "gold/campaign_daily": campaign_daily,
+    "gold/actions_10min": actions_per_window,
+}

@@ -123,3 +123,12 @@ def attribute_clicks() -> Callable[[DataFrame, DataFrame], DataFrame]:
         )
 
     return transform
+
+
+# The catalog tables each transform computes (looked up by `lakehouse.drivers.tables`).
+TRANSFORMS: dict[str, Callable[..., Callable[..., DataFrame]]] = {
+    "silver/impressions": dedupe_events,
+    "silver/clicks": dedupe_events,
+    "silver/user_actions": dedupe_events,
+    "silver/ad_attribution": attribute_clicks,
+}

@@ -323,3 +323,10 @@ def track_user_status(
         )
 
     return transform
+
+
+# The catalog tables each transform computes (looked up by `lakehouse.drivers.tables`).
+TRANSFORMS: dict[str, Callable[..., Callable[..., DataFrame]]] = {
+    "silver/user_sessions": sessionize_user_actions,
+    "gold/user_status": track_user_status,
+}
