@@ -317,7 +317,7 @@ def _blocked(outcome: RunOutcome) -> int:
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from lakehouse.drivers.pipeline import run_pipeline
     from lakehouse.quality import gate
-    from lakehouse.quality.validate import results_path
+    from lakehouse.quality.results import results_path
     from lakehouse.runtime.monitoring import event_log_path
     from lakehouse.runtime.runs import new_run_id
     from lakehouse.runtime.spark import LazySpark, get_spark

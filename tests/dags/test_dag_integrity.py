@@ -23,7 +23,8 @@ from lakehouse.catalog import LAYERS, SOURCES
 from lakehouse.cli import build_parser
 from lakehouse.orchestration import ENTRY_POINT, OWNER, SPARK_CONN_ID, WRITERS_POOL, layer_tables
 from lakehouse.orchestration.operators import LakehouseSubmitOperator
-from lakehouse.quality.validate import DERIVED_CHECKS, LAYER_CHECKS
+from lakehouse.quality.derived import DERIVED_CHECKS
+from lakehouse.quality.validate import LAYER_CHECKS
 from lakehouse.runtime.settings import Settings, jars_folder
 from lakehouse.runtime.spark import spark_jars
 from tests.helpers import REPO

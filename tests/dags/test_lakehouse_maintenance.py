@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from lakehouse.quality.validate import last_passed_versions
+from lakehouse.quality.results import last_passed_versions
 from lakehouse.runtime.progress import CAUGHT_UP
 from tests.dags.live import all_runs, dags_test, needs, trigger_dialog
 from tests.helpers import TABLE_NAMES, delta_rows, run_cli, settings_for

@@ -24,7 +24,7 @@ from lakehouse.orchestration.operators import (
     asset_table,
 )
 from lakehouse.quality.gate import Outcome
-from lakehouse.quality.validate import LayerCheck, TableCheck
+from lakehouse.quality.results import LayerCheck, TableCheck
 from lakehouse.reports.outcome import RunOutcome
 from lakehouse.reports.pages import write_run_report
 from lakehouse.runtime.settings import Settings

@@ -25,15 +25,11 @@ from deltalake import DeltaTable, write_deltalake
 from lakehouse.catalog import LAYERS, SOURCES
 from lakehouse.drivers.pipeline import run_pipeline, validate_tables
 from lakehouse.errors import EXIT_BLOCKED
+from lakehouse.quality.derived import DERIVED_CHECKS, RECONCILIATION
 from lakehouse.quality.gate import SQL_RULE, QualityGate, Suite, load_suites, pandas_frame
 from lakehouse.quality.ledger import ledger_path
-from lakehouse.quality.validate import (
-    DERIVED_CHECKS,
-    LAYER_CHECKS,
-    RECONCILIATION,
-    results_path,
-    suite_parameters,
-)
+from lakehouse.quality.results import results_path
+from lakehouse.quality.validate import LAYER_CHECKS, suite_parameters
 from lakehouse.reports.outcome import RunOutcome
 from lakehouse.samples.generate import GeneratorConfig, generate
 from lakehouse.storage.delta.log import add_actions, read_arrow

@@ -9,15 +9,14 @@ import pytest
 
 from lakehouse.catalog import LAYERS, SOURCES, TABLES_BY_ID
 from lakehouse.catalog.schemas import QUARANTINE_SCHEMA, bronze_schema, table_schema
-from lakehouse.quality.gate import EXPECTATIONS_DIR, load_suite, load_suites
-from lakehouse.quality.validate import (
+from lakehouse.quality.derived import (
     LATE_DROPS,
     LATE_DROPS_SCHEMA,
-    LAYER_CHECKS,
     RECONCILIATION,
     RECONCILIATION_SCHEMA,
-    suite_parameters,
 )
+from lakehouse.quality.gate import EXPECTATIONS_DIR, load_suite, load_suites
+from lakehouse.quality.validate import LAYER_CHECKS, suite_parameters
 from lakehouse.runtime.settings import Settings
 from tests.transforms.test_landing import REJECTED_LINES
 

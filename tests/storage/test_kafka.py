@@ -37,7 +37,7 @@ from lakehouse.drivers.parity import run_parity
 from lakehouse.drivers.pipeline import run_pipeline
 from lakehouse.drivers.recovery import recover_bronze, recover_kafka_topic
 from lakehouse.errors import LakehouseError
-from lakehouse.quality.validate import reconciliation_frame
+from lakehouse.quality.derived import reconciliation_frame
 from lakehouse.samples.generate import GeneratorConfig, generate
 from lakehouse.samples.produce import produce
 from lakehouse.storage.checkpoints import CheckpointError

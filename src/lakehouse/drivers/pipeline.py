@@ -32,13 +32,9 @@ from lakehouse.drivers.bronze import bronze_queries
 from lakehouse.drivers.late import ensure_late_dates
 from lakehouse.drivers.tables import refuse_changed_rules, run_table
 from lakehouse.quality.gate import QualityGate
-from lakehouse.quality.validate import (
-    LayerValidation,
-    fits_an_arrow_copy,
-    last_passed_versions,
-    rows_total,
-    tables_written_by,
-)
+from lakehouse.quality.results import last_passed_versions
+from lakehouse.quality.scopes import fits_an_arrow_copy, rows_total
+from lakehouse.quality.validate import LayerValidation, tables_written_by
 from lakehouse.reports.outcome import RunOutcome
 from lakehouse.reports.pages import write_run_report
 from lakehouse.runtime.monitoring import record_progress

@@ -44,8 +44,8 @@ from lakehouse.drivers.closed import windows_to_close
 from lakehouse.drivers.streaming import read_sources, unread_inputs
 from lakehouse.drivers.tables import FINGERPRINT, fingerprint
 from lakehouse.errors import LakehouseError, RefusedError
+from lakehouse.quality.derived import reconciliation_frame
 from lakehouse.quality.ledger import LEDGER_SCHEMA, ledger_path
-from lakehouse.quality.validate import reconciliation_frame
 from lakehouse.runtime.settings import Settings
 from lakehouse.storage.checkpoints import (
     BACKFILL_WATERMARK,

@@ -72,7 +72,7 @@ def _columns(required: Any, enums: Any) -> list[dict[str, Any]]:
 def _on_one_date(entry: Table) -> dict[str, Any]:
     """An id of the new rows that the table also holds on another date: the partitions'
     uniqueness check sees only the dates the new rows went to. The new rows' ids are
-    joined with the whole table's id and date columns (`validate.register_views`
+    joined with the whole table's id and date columns (`scopes.register_views`
     gives a suite its own table whole); Spark reads those two columns only."""
     (key,) = entry.keys
     date = entry.date_column

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lakehouse.quality.validate import DERIVED_CHECKS, LAYER_CHECKS, LayerCheck
+from lakehouse.quality.derived import DERIVED_CHECKS
+from lakehouse.quality.results import LayerCheck
+from lakehouse.quality.validate import LAYER_CHECKS
 from lakehouse.runtime.progress import StageResult
 from lakehouse.runtime.runs import airflow_context
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup
 
 from lakehouse.catalog import LAYERS
-from lakehouse.quality.validate import DERIVED_CHECKS
+from lakehouse.quality.derived import DERIVED_CHECKS
 from lakehouse.reports.charts import Point, history, line_chart
 from lakehouse.runtime.progress import CAUGHT_UP
 from lakehouse.runtime.runs import dag_run_page

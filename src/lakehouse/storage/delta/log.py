@@ -11,7 +11,7 @@ session answers the first many times slower than delta-rs; and
 `append_local`, for the bookkeeping a run appends on a local data root (the
 ingest ledger, the event log, the data-quality results); and `read_arrow`,
 the rows of a few data files for the data-quality checks of a small
-increment (src/lakehouse/quality/validate.py), which a Spark read would first plan
+increment (src/lakehouse/quality/scopes.py), which a Spark read would first plan
 against the table's whole state. Everything
 else that reads or writes the pipeline's data goes through Spark's Delta
 connector (the rest of `lakehouse.storage.delta`).
