@@ -15,7 +15,7 @@ from lakehouse import catalog
 from lakehouse.catalog import LAYERS, SOURCES, TABLES, Closing
 from lakehouse.catalog.schemas import table_schema
 from lakehouse.drivers.tables import TRANSFORMS
-from lakehouse.quality.gate import EXPECTATIONS_DIR, load_suites
+from lakehouse.quality.suite import EXPECTATIONS_DIR, load_suites
 from lakehouse.quality.validate import LAYER_CHECKS, suite_parameters
 from lakehouse.runtime.settings import Settings
 from lakehouse.samples.generate import GeneratorConfig, generate

@@ -26,9 +26,11 @@ from lakehouse.catalog import LAYERS, SOURCES
 from lakehouse.drivers.pipeline import run_pipeline, validate_tables
 from lakehouse.errors import EXIT_BLOCKED
 from lakehouse.quality.derived import DERIVED_CHECKS, RECONCILIATION
-from lakehouse.quality.gate import SQL_RULE, QualityGate, Suite, load_suites, pandas_frame
+from lakehouse.quality.gate import QualityGate
 from lakehouse.quality.ledger import ledger_path
 from lakehouse.quality.results import results_path
+from lakehouse.quality.scopes import pandas_frame
+from lakehouse.quality.suite import SQL_RULE, Suite, load_suites
 from lakehouse.quality.validate import LAYER_CHECKS, suite_parameters
 from lakehouse.reports.outcome import RunOutcome
 from lakehouse.samples.generate import GeneratorConfig, generate

@@ -15,7 +15,7 @@ from lakehouse.quality.derived import (
     RECONCILIATION,
     RECONCILIATION_SCHEMA,
 )
-from lakehouse.quality.gate import EXPECTATIONS_DIR, load_suite, load_suites
+from lakehouse.quality.suite import EXPECTATIONS_DIR, load_suite, load_suites
 from lakehouse.quality.validate import LAYER_CHECKS, suite_parameters
 from lakehouse.runtime.settings import Settings
 from tests.transforms.test_landing import REJECTED_LINES

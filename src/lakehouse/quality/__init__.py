@@ -1,7 +1,9 @@
 """Data quality: Great Expectations checkpoints between the stages.
 
-- `gate`: the suites (`src/lakehouse/quality/suites/`, rendered with the catalog's rules) and
-  Great Expectations as the engine that runs them, with Data Docs;
+- `suite`: a table's suite (`src/lakehouse/quality/suites/`), read, checked and
+  rendered with the catalog's rules;
+- `gate`: Great Expectations as the engine that runs them, with Data Docs
+  (`data_docs`: their pages made inert);
 - `validate`: a layer's checkpoint, table by table, each with its suite's scopes;
 - `scopes`: which rows each scope sees, and how they are read;
 - `derived`: the checks of frames derived from a run (reconciliation, late drops);
@@ -10,4 +12,13 @@
   holds against bronze and quarantine.
 """
 
-__all__ = ["derived", "gate", "ledger", "results", "scopes", "validate"]
+__all__ = [
+    "data_docs",
+    "derived",
+    "gate",
+    "ledger",
+    "results",
+    "scopes",
+    "suite",
+    "validate",
+]

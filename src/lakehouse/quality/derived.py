@@ -18,10 +18,11 @@ from lakehouse.catalog import (
     SOURCES,
 )
 from lakehouse.catalog.schemas import struct
-from lakehouse.quality.gate import QualityGate, Suite
+from lakehouse.quality.gate import QualityGate
 from lakehouse.quality.ledger import ledger_path
 from lakehouse.quality.results import TableCheck, reconciliation_last_passed
 from lakehouse.quality.scopes import rows_total
+from lakehouse.quality.suite import Suite
 from lakehouse.runtime.progress import StageResult
 from lakehouse.runtime.settings import Settings
 from lakehouse.storage.delta import (

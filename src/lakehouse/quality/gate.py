@@ -11,7 +11,7 @@ reviewed and versioned with the code. Each expectation states two things:
 The GX context is ephemeral and built on first use, never at import: importing
 GX alone takes seconds, and the data root (where Data Docs go) is only known
 at run time. Data Docs are written to `reports/data_docs/`, made inert
-(`_inert`, `_without_scripts`): GX 1.24 writes a failed expectation's sample
+(`lakehouse.quality.data_docs`): GX 1.24 writes a failed expectation's sample
 values into its pages as markup, and its pages load scripts from public CDNs.
 """
 
@@ -19,35 +19,30 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import html
 import json
 import logging
 import os
-import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlparse
 
-from lakehouse.quality.implied import implied_expectations
+from lakehouse.quality.data_docs import inert, without_scripts
+from lakehouse.quality.scopes import ArrowRows
+from lakehouse.quality.suite import SQL_RULE, Suite
 
 if TYPE_CHECKING:
     import pandas as pd
-    import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
-SCOPES = ("new_rows", "partitions", "table")
-# A rule given as a SQL query that selects the rows breaking it (lakehouse.quality.expectations).
-SQL_RULE = "expect_query_to_return_no_rows"
-SEVERITIES = ("critical", "warning")
+
 SAMPLE_SIZE = 5
+
+
 DOCS_SITE = "lakehouse"
-# One Great Expectations suite per table, `<layer>/<table>.json`, shipped with the package.
-EXPECTATIONS_DIR = Path(__file__).resolve().parent / "suites"
 
 
 def _import_gx() -> None:
@@ -67,84 +62,6 @@ def preload() -> None:
     again and raises the error itself.
     """
     threading.Thread(target=_import_gx, name="import-great-expectations", daemon=True).start()
-
-
-@dataclass(frozen=True)
-class Suite:
-    """One table's expectations, as read from its JSON file."""
-
-    layer: str
-    name: str
-    expectations: tuple[dict[str, Any], ...]
-
-    @property
-    def table(self) -> str:
-        return f"{self.layer}/{self.name}"
-
-    def scoped(self, scope: str, time_dependent_only: bool = False) -> list[dict[str, Any]]:
-        """The expectations of `scope`; optionally only those whose answer depends on
-        when they run (they take a `$PARAMETER`, such as freshness's cut-off time)."""
-        return [
-            e
-            for e in self.expectations
-            if e["meta"]["scope"] == scope
-            and (not time_dependent_only or "$PARAMETER" in json.dumps(e["kwargs"]))
-        ]
-
-
-# `${attribution_window}` in a suite: a business rule, filled in from the catalog.
-RULE_PARAMETER = re.compile(r"\$\{([a-z0-9_]+)\}")
-
-
-def _render(value: Any, parameters: Mapping[str, str], where: str) -> Any:
-    """`value` with every `${name}` in its strings replaced by `parameters[name]`."""
-    if isinstance(value, str):
-
-        def fill(match: re.Match[str]) -> str:
-            if match.group(1) not in parameters:
-                raise ValueError(f"{where}: unknown parameter ${{{match.group(1)}}}")
-            return parameters[match.group(1)]
-
-        return RULE_PARAMETER.sub(fill, value)
-    if isinstance(value, list):
-        return [_render(item, parameters, where) for item in value]
-    if isinstance(value, dict):
-        return {key: _render(item, parameters, where) for key, item in value.items()}
-    return value
-
-
-def load_suite(path: Path, parameters: Mapping[str, str] | None = None) -> Suite:
-    """Read and check one suite file; every problem names the file and the expectation.
-
-    `parameters` fill the `${name}` placeholders of the expectations' arguments. The
-    checks the catalog implies for the table (`implied`) come first, then the file's.
-    """
-    document = json.loads(path.read_text())
-    layer, name = path.parent.name, path.stem
-    if document.get("name") != f"{layer}.{name}":
-        raise ValueError(
-            f"{path}: suite name must be {layer}.{name!r}, got {document.get('name')!r}"
-        )
-    expectations = [
-        *implied_expectations(f"{layer}/{name}"),
-        *(document.get("expectations") or []),
-    ]
-    for index, expectation in enumerate(expectations):
-        where = f"{path}: expectation {index} ({expectation.get('type')})"
-        if expectation.get("severity") not in SEVERITIES:
-            raise ValueError(f"{where}: severity must be one of {SEVERITIES}")
-        if expectation.get("meta", {}).get("scope") not in SCOPES:
-            raise ValueError(f"{where}: meta.scope must be one of {SCOPES}")
-        expectation["kwargs"] = _render(expectation.get("kwargs", {}), parameters or {}, where)
-    return Suite(layer, name, tuple(expectations))
-
-
-def load_suites(
-    directory: Path = EXPECTATIONS_DIR, parameters: Mapping[str, str] | None = None
-) -> dict[str, Suite]:
-    """Every suite under `directory`, keyed by table (`silver/impressions`)."""
-    suites = [load_suite(path, parameters) for path in sorted(directory.glob("*/*.json"))]
-    return {suite.table: suite for suite in suites}
 
 
 @dataclass(frozen=True)
@@ -218,100 +135,12 @@ def _text(value: Any) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def _inert(value: Any) -> Any:
-    """`value` with every string in it HTML-escaped, keys included.
-
-    For the validation results Data Docs are rendered from: GX's table
-    template puts a sample value into the page as it is (its Jinja autoescape
-    does not cover its `.j2` templates), and a value from a landing file may
-    be markup. A value GX does escape shows escaped twice: still text.
-    """
-    if isinstance(value, str):
-        return html.escape(value)
-    if isinstance(value, list | tuple):
-        return [_inert(item) for item in value]
-    if isinstance(value, dict):
-        return {_inert(key): _inert(item) for key, item in value.items()}
-    return value
-
-
-# GX's own script elements: CDN libraries (jQuery, Bootstrap, Vega, unpkg) and the
-# inline code that needs them. A report page runs no script.
-_SCRIPT = re.compile(r"<script\b[^>]*>.*?</script\s*>", re.IGNORECASE | re.DOTALL)
-# Stylesheets and pictures from elsewhere (GX's logo): an opened page fetches nothing.
-_REMOTE = re.compile(
-    r"<(?:link\b[^>]*\bhref|img\b[^>]*\bsrc)=[\"']?(?:https?:)?//[^>]*>", re.IGNORECASE
-)
-
-
-# Links that would lead nowhere from the reports folder, offline: GX's favicon (its
-# path is one folder off) and its links to the web (a newsletter, its home page).
-_FAVICON = re.compile(r"<link\b[^>]*favicon[^>]*>", re.IGNORECASE)
-_WEB_LINK = re.compile(r"(<a\b[^>]*?)\s+href=[\"']?(?:https?:)?//[^\"'\s>]*[\"']?", re.IGNORECASE)
-# GX's "home" links, to the Data Docs index: it is not built (its table is drawn by
-# scripts); they lead to the reports index, one folder up, instead.
-_DOCS_HOME = re.compile(r"href=\"((?:\.\./)*)index\.html\"")
-
-
-def _without_scripts(page: str) -> str:
-    """A Data Docs page without scripts or anything from elsewhere, whose every link leads
-    to a page of the reports folder; what stays is static.
-
-    Data values in it are escaped (`_inert`), so no `<` of theirs is seen here.
-    """
-    page = _FAVICON.sub("", _REMOTE.sub("", _SCRIPT.sub("", page)))
-    return _DOCS_HOME.sub(r'href="\1../index.html"', _WEB_LINK.sub(r"\1", page))
-
-
 def _selected(expectations: list[dict[str, Any]], rules: str) -> list[dict[str, Any]]:
     """Which expectations one GX validation runs: `all` (on Spark), the `columns` rules
     (on GX's pandas engine) or the `sql` rules (on Spark)."""
     if rules == "all":
         return expectations
     return [e for e in expectations if (e["type"] == SQL_RULE) == (rules == "sql")]
-
-
-def pandas_frame(table: pa.Table) -> pd.DataFrame:
-    """An Arrow table as GX's pandas engine sees the values Spark hands it: times as naive
-    UTC (Spark's session zone is UTC), and a floating-point NaN a value, not a null.
-
-    With NumPy's floats (pandas' default), a NaN would pass as missing: a null
-    check would fail it and a range check skip it, where Spark fails the
-    range and passes the null check. Pandas' Arrow-backed floats keep the two
-    apart; the other types keep NumPy's, which GX's pandas engine expects.
-    """
-    import pandas as pd
-    import pyarrow as pa
-
-    for index, column in enumerate(table.schema):
-        if pa.types.is_timestamp(column.type) and column.type.tz is not None:
-            table = table.set_column(
-                index, column.name, table.column(index).cast(pa.timestamp(column.type.unit))
-            )
-    return table.to_pandas(
-        types_mapper=lambda kind: pd.ArrowDtype(kind) if pa.types.is_floating(kind) else None
-    )
-
-
-class ArrowRows:
-    """Rows few enough to check in this process, in an Arrow copy read on first use: GX's
-    pandas engine runs the column rules on them, Spark the SQL rules (the same rows
-    as a local relation: no table to plan, no file to read)."""
-
-    def __init__(self, read: Callable[[], pa.Table], spark: SparkSession) -> None:
-        self._read, self._spark = read, spark
-
-    @cached_property
-    def table(self) -> pa.Table:
-        return self._read()
-
-    @cached_property
-    def pandas(self) -> pd.DataFrame:
-        return pandas_frame(self.table)
-
-    @cached_property
-    def spark_frame(self) -> DataFrame:
-        return self._spark.createDataFrame(self.table)
 
 
 @dataclass
@@ -534,12 +363,12 @@ class QualityGate:
 
     def _store_inert(self, identifier: Any, run: Any) -> None:
         """Keep the failed validation's results for Data Docs with their values escaped."""
-        inert = copy.deepcopy(run)
-        for item in inert.results:
-            item.result = _inert(item.result or {})
+        escaped = copy.deepcopy(run)
+        for item in escaped.results:
+            item.result = inert(item.result or {})
             if item.exception_info:
-                item.exception_info = _inert(item.exception_info)
-        self._gx().validation_results_store.set(identifier, inert)
+                item.exception_info = inert(item.exception_info)
+        self._gx().validation_results_store.set(identifier, escaped)
 
     @staticmethod
     def _unexpected_rows(frame: DataFrame, query: str) -> list[Any]:
@@ -571,4 +400,4 @@ class QualityGate:
             self._docs_stale = False
             for page in self.docs_dir.rglob("*.html"):
                 if page.stat().st_mtime >= started - 1:
-                    page.write_text(_without_scripts(page.read_text()))
+                    page.write_text(without_scripts(page.read_text()))

@@ -8,7 +8,7 @@ table's `enums`), and a silver or gold table's `keys` identify one row, within t
 `event_date` partitions the new rows went to (the whole table for a table without a
 date column); a first-arrival table's new ids are on no other date either. The JSON
 suites keep only what is business SQL or a judgement
-(`gate.load_suite` puts these first). Adding an action to `catalog.ACTIONS` reaches
+(`suite.load_suite` puts these first). Adding an action to `catalog.ACTIONS` reaches
 every check of an `action` column this way.
 """
 

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from lakehouse.catalog import (
     TABLES_BY_ID,
 )
-from lakehouse.quality.gate import ArrowRows, Suite
+from lakehouse.quality.suite import Suite
 from lakehouse.runtime.settings import Settings
 from lakehouse.storage.delta import (
     is_delta_table,
@@ -34,6 +34,15 @@ from lakehouse.storage.objects import Root
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -154,3 +163,46 @@ def rows_total(counts: Iterable[int | None]) -> int | None:
     found = list(counts)
     known = [rows for rows in found if rows is not None]
     return sum(known) if len(known) == len(found) else None
+
+
+def pandas_frame(table: pa.Table) -> pd.DataFrame:
+    """An Arrow table as GX's pandas engine sees the values Spark hands it: times as naive
+    UTC (Spark's session zone is UTC), and a floating-point NaN a value, not a null.
+
+    With NumPy's floats (pandas' default), a NaN would pass as missing: a null
+    check would fail it and a range check skip it, where Spark fails the
+    range and passes the null check. Pandas' Arrow-backed floats keep the two
+    apart; the other types keep NumPy's, which GX's pandas engine expects.
+    """
+    import pandas as pd
+    import pyarrow as pa
+
+    for index, column in enumerate(table.schema):
+        if pa.types.is_timestamp(column.type) and column.type.tz is not None:
+            table = table.set_column(
+                index, column.name, table.column(index).cast(pa.timestamp(column.type.unit))
+            )
+    return table.to_pandas(
+        types_mapper=lambda kind: pd.ArrowDtype(kind) if pa.types.is_floating(kind) else None
+    )
+
+
+class ArrowRows:
+    """Rows few enough to check in this process, in an Arrow copy read on first use: GX's
+    pandas engine runs the column rules on them, Spark the SQL rules (the same rows
+    as a local relation: no table to plan, no file to read)."""
+
+    def __init__(self, read: Callable[[], pa.Table], spark: SparkSession) -> None:
+        self._read, self._spark = read, spark
+
+    @cached_property
+    def table(self) -> pa.Table:
+        return self._read()
+
+    @cached_property
+    def pandas(self) -> pd.DataFrame:
+        return pandas_frame(self.table)
+
+    @cached_property
+    def spark_frame(self) -> DataFrame:
+        return self._spark.createDataFrame(self.table)

@@ -1,7 +1,7 @@
 """Data-quality checkpoints between stages: which tables each layer checks, and on which rows.
 
 A run checks each table with its suite (`src/lakehouse/quality/suites/<layer>/<table>.json`,
-see src/lakehouse/quality/gate.py) right after the query that wrote it
+see src/lakehouse/quality/suite.py) right after the query that wrote it
 (`LayerValidation`); `lakehouse validate` checks whole layers
 (`LayerValidation.check_all`).
 
@@ -48,10 +48,11 @@ from lakehouse.catalog import (
     tables_in,
 )
 from lakehouse.quality.derived import DERIVED_CHECKS, LATE_DROPS, RECONCILIATION, check_derived
-from lakehouse.quality.gate import ArrowRows, Outcome, QualityGate, Suite, load_suites
+from lakehouse.quality.gate import Outcome, QualityGate
 from lakehouse.quality.results import LayerCheck, TableCheck, record_results
 from lakehouse.quality.scopes import (
     CACHE_MAX_ROWS,
+    ArrowRows,
     date_column,
     distinct_values,
     register_views,
@@ -59,6 +60,7 @@ from lakehouse.quality.scopes import (
     rows_total,
     statistics_frame,
 )
+from lakehouse.quality.suite import Suite, load_suites
 from lakehouse.runtime.progress import StageResult
 from lakehouse.runtime.settings import Settings
 from lakehouse.storage.delta import (
