@@ -182,9 +182,7 @@ def test_files_arriving_between_runs_are_ingested_exactly_once(spark, settings, 
 
 
 def test_admission_control_splits_a_backlog_into_batches(spark, settings):
-    import dataclasses
-
-    small_batches = dataclasses.replace(settings, max_files_per_trigger=8)
+    small_batches = settings.model_copy(update={"max_files_per_trigger": 8})
     generate(GeneratorConfig(events=2000, seed=31, file_minutes=60), settings.landing)
     # Spark compacts its log of files read every `compactInterval` batches (10 by
     # default) and deletes the log files the compaction covers.

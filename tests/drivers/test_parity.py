@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import shutil
@@ -43,9 +42,7 @@ def streamed(spark, tmp_path_factory):
     micro-batches each."""
     incoming = tmp_path_factory.mktemp("incoming")
     generate(GeneratorConfig(events=6000, seed=41, days=2, late_rate=0, file_minutes=60), incoming)
-    settings = dataclasses.replace(
-        settings_for(tmp_path_factory.mktemp("streamed")), max_files_per_trigger=16
-    )
+    settings = settings_for(tmp_path_factory.mktemp("streamed"), max_files_per_trigger=16)
     files = sorted(incoming.rglob("*.jsonl*"), key=lambda p: p.name.split("-", 1)[1])
     for chunk in range(2):
         for file in files[len(files) * chunk // 2 : len(files) * (chunk + 1) // 2]:
