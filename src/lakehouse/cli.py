@@ -114,6 +114,13 @@ def _kafka(help_text: str = KAFKA_HELP) -> Options:
     return add
 
 
+def _switch(name: str, help_text: str) -> Options:
+    def add(command: argparse.ArgumentParser) -> None:
+        command.add_argument(name, action="store_true", help=help_text)
+
+    return add
+
+
 def _date_range(required: bool) -> Options:
     def add(command: argparse.ArgumentParser) -> None:
         command.add_argument("--start", type=_day, required=required, help="first date, YYYY-MM-DD")
@@ -152,24 +159,6 @@ def _generate_options(command: argparse.ArgumentParser) -> None:
     )
     command.add_argument(
         "--if-empty", action="store_true", help="do nothing if landing/ already has files"
-    )
-
-
-def _validate_options(command: argparse.ArgumentParser) -> None:
-    command.add_argument(
-        "--new-rows",
-        action="store_true",
-        help="check only rows written since each table last passed, as `run` does "
-        "(an unchanged table runs only its time-dependent rules); default: whole tables",
-    )
-
-
-def _backfill_options(command: argparse.ArgumentParser) -> None:
-    command.add_argument(
-        "--pending",
-        action="store_true",
-        help="instead of --start/--end: every date holding rows the streams dropped as late "
-        "since its last backfill (prints them; does nothing when there are none)",
     )
 
 
@@ -373,10 +362,10 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     if (args.pending and given != (None, None)) or (not args.pending and None in given):
         print("lakehouse backfill: give --start and --end, or --pending", file=sys.stderr)
         return EXIT_USAGE
+    chosen = None if args.pending else DateRange(args.start, args.end)  # a bad range: refused
     why = "after a backfill they would write them again (duplicates)"
     refuse_while_streams_behind(settings, "backfill", why)
     spark = get_spark(settings, app_name="lakehouse-backfill", streaming=False)
-    chosen = None if args.pending else DateRange(args.start, args.end)
     outcome = backfill(spark, settings, chosen, in_order(args.layer, DERIVED_LAYERS), _echo)
     print(f"report:      {outcome.report}")
     return 0
@@ -510,7 +499,11 @@ COMMANDS = {
         "lakehouse/_meta/dq_results. Exit 3 if a blocking expectation fails.",
         (
             _layers(LAYERS, "only this layer (repeatable; default: all, in order)"),
-            _validate_options,
+            _switch(
+                "--new-rows",
+                "check only rows written since each table last passed, as `run` does "
+                "(an unchanged table runs only its time-dependent rules); default: whole tables",
+            ),
         ),
     ),
     "state": Command(
@@ -527,7 +520,11 @@ COMMANDS = {
         "tables. gold/user_status is recomputed whole.",
         (
             _date_range(required=False),  # or --pending
-            _backfill_options,
+            _switch(
+                "--pending",
+                "instead of --start/--end: every date holding rows the streams dropped as late "
+                "since its last backfill (prints them; does nothing when there are none)",
+            ),
             _layers(
                 DERIVED_LAYERS, "only this layer's tables (repeatable; default: silver and gold)"
             ),
