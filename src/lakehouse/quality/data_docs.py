@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import html
 import re
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
+from typing import Any
 
 
 def inert(value: Any) -> Any:

@@ -13,32 +13,17 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Iterable, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from lakehouse.catalog import (
-    TABLES_BY_ID,
-)
+from lakehouse.catalog import TABLES_BY_ID
 from lakehouse.quality.suite import Suite
 from lakehouse.runtime.settings import Settings
-from lakehouse.storage.delta import (
-    is_delta_table,
-    read_table,
-)
-from lakehouse.storage.delta.log import (
-    column_max,
-    read_arrow,
-)
+from lakehouse.storage.delta import is_delta_table, read_table
+from lakehouse.storage.delta.log import column_max, read_arrow
 from lakehouse.storage.objects import Root
-
-if TYPE_CHECKING:
-    import pandas as pd
-    from pyspark.sql import DataFrame, SparkSession
-
-
-from functools import cached_property
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pandas as pd

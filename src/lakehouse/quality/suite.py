@@ -19,13 +19,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lakehouse.quality.implied import implied_expectations
-
-if TYPE_CHECKING:
-    pass
-
 
 SCOPES = ("new_rows", "partitions", "table")
 
