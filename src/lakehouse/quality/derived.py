@@ -12,11 +12,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.catalog import (
-    LATE_DROPS_COLUMNS,
-    RECONCILIATION_COLUMNS,
-    SOURCES,
-)
+from lakehouse.catalog import LATE_DROPS_COLUMNS, RECONCILIATION_COLUMNS, SOURCES
 from lakehouse.catalog.schemas import struct
 from lakehouse.quality.gate import QualityGate
 from lakehouse.quality.ledger import ledger_path
@@ -25,14 +21,8 @@ from lakehouse.quality.scopes import rows_total
 from lakehouse.quality.suite import Suite
 from lakehouse.runtime.progress import StageResult
 from lakehouse.runtime.settings import Settings
-from lakehouse.storage.delta import (
-    is_delta_table,
-    read_table,
-)
-from lakehouse.storage.delta.log import (
-    data_files,
-    query,
-)
+from lakehouse.storage.delta import is_delta_table, read_table
+from lakehouse.storage.delta.log import data_files, query
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

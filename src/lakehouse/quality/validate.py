@@ -41,12 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
-from lakehouse.catalog import (
-    LAYERS,
-    bronze_tables,
-    sql_parameters,
-    tables_in,
-)
+from lakehouse.catalog import LAYERS, bronze_tables, sql_parameters, tables_in
 from lakehouse.quality.derived import DERIVED_CHECKS, LATE_DROPS, RECONCILIATION, check_derived
 from lakehouse.quality.gate import Outcome, QualityGate
 from lakehouse.quality.results import LayerCheck, TableCheck, record_results
@@ -63,12 +58,7 @@ from lakehouse.quality.scopes import (
 from lakehouse.quality.suite import Suite, load_suites
 from lakehouse.runtime.progress import StageResult
 from lakehouse.runtime.settings import Settings
-from lakehouse.storage.delta import (
-    is_delta_table,
-    latest_version,
-    read_files,
-    read_table,
-)
+from lakehouse.storage.delta import is_delta_table, latest_version, read_files, read_table
 from lakehouse.storage.delta.log import (
     add_actions,
     added_file_actions,

@@ -57,11 +57,12 @@ def _data_root(root: str | Path, connection: S3Connection) -> Root:
 
 def jars_folder() -> Path:
     """The JVM libraries' folder: LAKEHOUSE_JARS_DIR, else the checkout's jars/."""
-    return _jars_path(environment().jars_dir)
+    return _local_folder(environment().jars_dir) or CHECKOUT_JARS
 
 
-def _jars_path(chosen: str | Path | None) -> Path:
-    return Path(chosen).expanduser().resolve() if chosen else CHECKOUT_JARS
+def _local_folder(chosen: str | Path | None) -> Path | None:
+    """A folder given by a variable, absolute; None when it is not given."""
+    return Path(chosen).expanduser().resolve() if chosen else None
 
 
 def s3_connection() -> S3Connection:
@@ -108,12 +109,12 @@ class Settings(Environment):
     @field_validator("reports_dir", mode="before")
     @classmethod
     def _reports(cls, folder: str | Path | None) -> Path | None:
-        return Path(folder).expanduser().resolve() if folder else None
+        return _local_folder(folder)
 
     @field_validator("jars_dir", mode="before")
     @classmethod
     def _jars(cls, folder: str | Path | None) -> Path:
-        return _jars_path(folder)
+        return _local_folder(folder) or CHECKOUT_JARS
 
     @classmethod
     def load(
