@@ -97,7 +97,7 @@ def test_the_architecture_names_every_module_of_the_package_and_nothing_else():
 def test_the_architecture_diagram_draws_the_import_contracts_layers():
     """The Packages diagram's chain of layers is import-linter's, top to bottom."""
     config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (contract,) = config["contracts"]
+    (contract,) = (c for c in config["contracts"] if c["containers"] == ["lakehouse"])
     layers = [name.strip() for entry in contract["layers"] for name in entry.split("|")]
     text = (REPO / "docs" / "architecture.md").read_text()
     packages = text.split("## Packages", 1)[1]

@@ -34,7 +34,7 @@ from lakehouse.quality.suite import SQL_RULE, Suite, load_suites
 from lakehouse.quality.validate import LAYER_CHECKS, suite_parameters
 from lakehouse.reports.outcome import RunOutcome
 from lakehouse.samples.generate import GeneratorConfig, generate
-from lakehouse.storage.delta.log import add_actions, read_arrow
+from lakehouse.storage.delta import Snapshot
 from tests.helpers import delta_count, delta_table, landing_lines, run_cli, settings_for
 
 pytestmark = pytest.mark.system
@@ -314,7 +314,7 @@ def test_column_rules_give_the_same_verdicts_on_pandas_and_on_spark(spark, clean
         columns = tuple(e for e in suite.expectations if e["type"] != SQL_RULE)
         rules = Suite(suite.layer, suite.name, columns)
         path = settings.table(suite.layer, suite.name)
-        rows = read_arrow(path, add_actions(path))
+        rows = Snapshot(path).files.arrow()
         if not rows.num_rows:
             continue  # gold/campaign_daily: no day has closed yet
         for frame in (rows, hostile(rows)):

@@ -23,8 +23,9 @@ from lakehouse.catalog.schemas import bronze_schema, table_schema
 from lakehouse.drivers.streaming import run_available_now
 from lakehouse.runtime.progress import StageResult
 from lakehouse.storage.checkpoints import CheckpointError, reads_input
-from lakehouse.storage.delta import StreamSink, append, ensure_table, read_stream
+from lakehouse.storage.delta import append, ensure_table
 from lakehouse.storage.delta.log import STREAM_KEY, open_table
+from lakehouse.storage.streams import StreamSink, read_stream
 from lakehouse.transforms.gold import actions_per_window
 from lakehouse.transforms.silver import attribute_clicks, dedupe_events
 from lakehouse.transforms.user_state import USER_BUCKETS, sessionize_user_actions, track_user_status

@@ -52,7 +52,6 @@ from lakehouse.storage.checkpoints import (
     read_sidecar,
     write_sidecar,
 )
-from lakehouse.storage.delta import StreamSink
 from lakehouse.storage.kafka import TopicState, refuse_unreachable_brokers, topic_state
 from lakehouse.storage.landing import (
     LINE_POSITION,
@@ -68,6 +67,7 @@ from lakehouse.storage.landing import (
     still_a_regular_file,
 )
 from lakehouse.storage.objects import Root, location, remove_tree
+from lakehouse.storage.streams import StreamSink
 from lakehouse.transforms.landing import parse_landing_lines
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from lakehouse.drivers.late import ensure_late_dates
 from lakehouse.drivers.tables import refuse_changed_rules, run_table
 from lakehouse.quality.gate import QualityGate
 from lakehouse.quality.results import last_passed_versions
-from lakehouse.quality.scopes import fits_an_arrow_copy, rows_total
+from lakehouse.quality.scopes import fits_an_arrow_copy
 from lakehouse.quality.validate import LayerValidation, tables_written_by
 from lakehouse.reports.outcome import RunOutcome
 from lakehouse.reports.pages import write_run_report
@@ -42,15 +42,7 @@ from lakehouse.runtime.progress import StageResult
 from lakehouse.runtime.runs import new_run_id
 from lakehouse.runtime.settings import Settings
 from lakehouse.runtime.spark import label_jobs
-from lakehouse.storage.delta import is_delta_table, latest_version, read_added_since
-from lakehouse.storage.delta.log import (
-    add_actions,
-    added_file_actions,
-    column_max,
-    file_rows,
-    read_arrow,
-)
-from lakehouse.storage.objects import Root
+from lakehouse.storage.delta import Snapshot
 from lakehouse.transforms.landing import reason_class, reason_class_of
 
 if TYPE_CHECKING:
@@ -146,10 +138,6 @@ def run_layer(spark: SparkSession, settings: Settings, layer: str) -> Iterator[S
         raise error
 
 
-def _version(path: Root) -> int | None:
-    return latest_version(path) if is_delta_table(path) else None
-
-
 def quarantine_by_reason(
     spark: SparkSession, settings: Settings, since: dict[str, int | None]
 ) -> dict[str, dict[str, int]]:
@@ -160,22 +148,21 @@ def quarantine_by_reason(
     """
     counts: dict[str, dict[str, int]] = {}
     for source in SOURCES:
-        path = settings.table("quarantine", source)
-        if not is_delta_table(path):
+        snapshot = Snapshot.latest(settings.table("quarantine", source))
+        if snapshot is None:
             continue
         before = since.get(source)
-        if source in since and before == _version(path):
+        if source in since and before == snapshot.version:
             counts[source] = {}  # no new version: nothing quarantined, no Spark job needed
             continue
-        actions = add_actions(path) if before is None else added_file_actions(path, before)
-        rows = rows_total(n for _, n in file_rows(actions).values())
-        if fits_an_arrow_copy(settings, rows):
-            reasons = read_arrow(path, actions, ["reason"]).column("reason").to_pylist()
+        added = snapshot.gained_since(before)
+        if fits_an_arrow_copy(settings, added.rows):
+            reasons = added.arrow(["reason"]).column("reason").to_pylist()
             by_class = Counter(reason_class_of(reason) for reason in reasons)
         else:
             by_class = Counter({
                 row["reason"]: row["count"]
-                for row in read_added_since(spark, path, before)
+                for row in added.frame(spark)
                 .groupBy(reason_class(F.col("reason")).alias("reason"))
                 .count()
                 .collect()
@@ -193,12 +180,12 @@ def newest_events(settings: Settings) -> dict[str, str | None]:
     statistics: its windows' end, the last event time, or the day after its last date."""
     newest: dict[str, str | None] = {}
     for table in tables_in("gold"):
-        path = settings.table(table.layer, table.name)
-        if not is_delta_table(path):
+        snapshot = Snapshot.latest(settings.table(table.layer, table.name))
+        if snapshot is None:
             continue
         names = table_schema(table.id).names
         column = next((c for c in EVENT_END_COLUMNS if c in names), table.date_column)
-        value = column_max(path, column) if column else None
+        value = snapshot.files.largest(column) if column else None
         if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
             value = dt.datetime.combine(value + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
         newest[table.id] = value.isoformat() if value is not None else None
@@ -271,7 +258,10 @@ def run_pipeline(
     if unknown:
         raise ValueError(f"unknown layers: {', '.join(sorted(unknown))}")
     gate = QualityGate(settings.reports / "data_docs")
-    quarantine_before = {s: _version(settings.table("quarantine", s)) for s in SOURCES}
+    quarantine_before: dict[str, int | None] = {}
+    for source in SOURCES:
+        snapshot = Snapshot.latest(settings.table("quarantine", source))
+        quarantine_before[source] = None if snapshot is None else snapshot.version
     run = RunOutcome(run_id, "run", dt.datetime.now(dt.UTC), layers=tuple(layers))
     with reported(settings, run, spark) as outcome:
         refuse_changed_rules(settings, layers)

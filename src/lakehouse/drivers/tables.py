@@ -26,8 +26,8 @@ from lakehouse.storage.checkpoints import (
     restart_version,
     write_sidecar,
 )
-from lakehouse.storage.delta import StreamSink, read_stream
 from lakehouse.storage.delta.log import appended_only
+from lakehouse.storage.streams import StreamSink, read_stream
 from lakehouse.transforms import gold, silver, user_state
 from lakehouse.transforms.silver import state_key
 

@@ -17,12 +17,11 @@ from lakehouse.catalog.schemas import struct
 from lakehouse.quality.gate import QualityGate
 from lakehouse.quality.ledger import ledger_path
 from lakehouse.quality.results import TableCheck, reconciliation_last_passed
-from lakehouse.quality.scopes import rows_total
 from lakehouse.quality.suite import Suite
 from lakehouse.runtime.progress import StageResult
 from lakehouse.runtime.settings import Settings
-from lakehouse.storage.delta import is_delta_table, read_table
-from lakehouse.storage.delta.log import data_files, query
+from lakehouse.storage.delta import Snapshot, is_delta_table
+from lakehouse.storage.delta.log import query
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -78,11 +77,11 @@ def reconciliation_frame(spark: SparkSession, settings: Settings) -> DataFrame:
 
     def count(layer: str, source: str) -> int:
         """Rows in the table: from the log's file statistics (Spark counts if a file has none)."""
-        path = settings.table(layer, source)
-        if not is_delta_table(path):
+        snapshot = Snapshot.latest(settings.table(layer, source))
+        if snapshot is None:
             return 0
-        known = rows_total(rows for _, rows in data_files(path).values())
-        return read_table(spark, path).count() if known is None else known
+        known = snapshot.files.rows
+        return snapshot.files.frame(spark).count() if known is None else known
 
     rows = []
     for source in SOURCES:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +21,7 @@ from pyspark.sql import functions as F
 from lakehouse.catalog import TABLES_BY_ID
 from lakehouse.quality.suite import Suite
 from lakehouse.runtime.settings import Settings
-from lakehouse.storage.delta import is_delta_table, read_table
-from lakehouse.storage.delta.log import column_max, read_arrow
-from lakehouse.storage.objects import Root
+from lakehouse.storage.delta import DataFiles, is_delta_table, read_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -84,7 +82,9 @@ def register_views(
 STATISTICS_RULES = frozenset({"expect_column_max_to_be_between"})
 
 
-def statistics_frame(path: Root, expectations: Sequence[dict[str, Any]]) -> pd.DataFrame | None:
+def statistics_frame(
+    files: DataFiles, expectations: Sequence[dict[str, Any]]
+) -> pd.DataFrame | None:
     """One row holding the largest value of each column the expectations check, from
     the Delta log's file statistics, for GX's pandas engine: no Spark job. None when
     an expectation needs the rows, or a column has no statistics (an empty table).
@@ -97,7 +97,7 @@ def statistics_frame(path: Root, expectations: Sequence[dict[str, Any]]) -> pd.D
     values = {}
     for expectation in expectations:
         name = expectation["kwargs"]["column"]
-        value = column_max(path, name)
+        value = files.largest(name)
         if value is None:
             return None
         if isinstance(value, dt.datetime) and value.tzinfo is not None:
@@ -109,16 +109,11 @@ def statistics_frame(path: Root, expectations: Sequence[dict[str, Any]]) -> pd.D
 
 
 def rows_to_check(
-    spark: SparkSession,
-    settings: Settings,
-    path: Root,
-    actions: Any,
-    rows: int | None,
-    spark_frame: Callable[[], DataFrame],
+    spark: SparkSession, settings: Settings, files: DataFiles
 ) -> DataFrame | ArrowRows:
-    """The rows of these data files (add actions) for a scope's checks: an Arrow copy,
-    read on first use, when they are few (`Settings.check_arrow_max_rows`);
-    otherwise `spark_frame()`, Spark's read of the same rows.
+    """The rows of these data files for a scope's checks: an Arrow copy, read on first
+    use, when they are few (`Settings.check_arrow_max_rows`); otherwise Spark's read
+    of the same rows.
 
     Spark plans a read of a Delta table against the table's whole state (a
     job per table version it has not seen), and each GX rule is a Spark job:
@@ -126,9 +121,9 @@ def rows_to_check(
     pandas engine checks the column rules in milliseconds, and the SQL rules
     run on Spark over the copy, with nothing to plan or read.
     """
-    if actions is None or not fits_an_arrow_copy(settings, rows):
-        return spark_frame()
-    return ArrowRows(lambda: read_arrow(path, actions), spark)
+    if files.actions is None or not fits_an_arrow_copy(settings, files.rows):
+        return files.frame(spark)
+    return ArrowRows(files.arrow, spark)
 
 
 def fits_an_arrow_copy(settings: Settings, rows: int | None) -> bool:
@@ -141,13 +136,6 @@ def distinct_values(frame: DataFrame | ArrowRows, column: str) -> set[Any]:
     if isinstance(frame, ArrowRows):
         return set(frame.table.column(column).to_pylist())
     return {day for (day,) in frame.select(column).distinct().collect()}
-
-
-def rows_total(counts: Iterable[int | None]) -> int | None:
-    """The sum of files' row counts; None if a file has none recorded."""
-    found = list(counts)
-    known = [rows for rows in found if rows is not None]
-    return sum(known) if len(known) == len(found) else None
 
 
 def pandas_frame(table: pa.Table) -> pd.DataFrame:

@@ -37,10 +37,6 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-from pyspark.sql import functions as F
-
 from lakehouse.catalog import LAYERS, bronze_tables, sql_parameters, tables_in
 from lakehouse.quality.derived import DERIVED_CHECKS, LATE_DROPS, RECONCILIATION, check_derived
 from lakehouse.quality.gate import Outcome, QualityGate
@@ -52,21 +48,12 @@ from lakehouse.quality.scopes import (
     distinct_values,
     register_views,
     rows_to_check,
-    rows_total,
     statistics_frame,
 )
 from lakehouse.quality.suite import Suite, load_suites
 from lakehouse.runtime.progress import StageResult
 from lakehouse.runtime.settings import Settings
-from lakehouse.storage.delta import is_delta_table, latest_version, read_files, read_table
-from lakehouse.storage.delta.log import (
-    add_actions,
-    added_file_actions,
-    file_names,
-    file_rows,
-    partition_values,
-    rows_written,
-)
+from lakehouse.storage.delta import Snapshot
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -127,92 +114,58 @@ def check_table(
     if suite.table in DERIVED_CHECKS:
         return check_derived(spark, settings, gate, suite, stages, parameters)
 
-    path = settings.table(suite.layer, suite.name)
-    if not is_delta_table(path):
+    snapshot = Snapshot.latest(settings.table(suite.layer, suite.name))
+    if snapshot is None:
         return TableCheck(suite.table, None, None, [_missing_table(suite.table)])
-    version = latest_version(path)
+    version = snapshot.version
     if whole_table or (since is not None and since > version):
         since = None  # a rebuilt table: check all of it
-    check = TableCheck(suite.table, version, since)
-    check.rows_written = None if since == version else rows_written(path, since, version)
-    if since == version and not suite.scoped("table", time_dependent_only=True):
-        # Unchanged since it passed, and no rule depends on the time: nothing to
-        # check, and no Spark job (an empty run's silver and gold need none).
-        check.seconds = time.perf_counter() - started
-        return check
-    # Each scope's row count, for the outcomes, from the log's statistics.
-    column = date_column(suite.table)
-    actions = add_actions(path, version)
-    files = file_rows(actions, column)
-    whole_rows = rows_total(rows for _, rows in files.values())
+    check = TableCheck(suite.table, version, since, rows_written=snapshot.rows_written_since(since))
     if since == version:
         # Unchanged since it passed: row rules have no new rows, and whole-table
-        # rules would give the same answer, except those that depend on the time.
-        # Those (freshness) are answered from the log's statistics when they can be.
+        # rules would give the same answer, except those that depend on the time
+        # (freshness), answered from the log's statistics when they can be. With
+        # none, nothing to check and no Spark job (an empty run's silver and gold).
         timed = suite.scoped("table", time_dependent_only=True)
-        checked: Any = statistics_frame(path, timed)
-        if checked is None:
-            register_views(spark, settings, suite)
-            checked = rows_to_check(
-                spark, settings, path, actions, whole_rows, lambda: read_table(spark, path, version)
-            )
-        check.outcomes = gate.validate(
-            suite, "table", checked, parameters, time_dependent_only=True, rows=whole_rows
-        )
+        if timed:
+            checked: Any = statistics_frame(snapshot.files, timed)
+            if checked is None:
+                register_views(spark, settings, suite)
+                checked = rows_to_check(spark, settings, snapshot.files)
+            check.outcomes = gate.validate(
+                suite, "table", checked, parameters, time_dependent_only=True,
+                rows=snapshot.files.rows,
+            )  # fmt: skip
         check.seconds = time.perf_counter() - started
         return check
-    whole = rows_to_check(
-        spark, settings, path, actions, whole_rows, lambda: read_table(spark, path, version)
-    )
-    touched, dates, new_count, touched_count = whole, None, whole_rows, whole_rows
-    # The files the new rows are in, from the log: the rows to read, their count and
-    # their dates.
-    added = None if since is None else added_file_actions(path, since, version)
-    new_rows = whole
-    if added is not None:
-        names = file_names(added)
-        new_count = rows_total(rows for name, (_, rows) in files.items() if name in names)
-        new_rows = rows_to_check(
-            spark, settings, path, added, new_count, lambda: read_files(spark, path, added, version)
-        )
+    # The files the new rows are in, from the log: the rows to read, their count and,
+    # in the tables partitioned by their date column, their dates.
+    added = snapshot.gained_since(since)
+    whole = rows_to_check(spark, settings, snapshot.files)
+    new_rows = whole if added is snapshot.files else rows_to_check(spark, settings, added)
     # Row rules read the new rows several times (a few column rules, each SQL
     # rule): cached when they fit in Spark's storage memory, else read from
     # Parquet by each rule, a column set at a time (docs/data-quality.md#cost).
     cached = None
-    fits = new_count is not None and new_count <= CACHE_MAX_ROWS
+    fits = added.rows is not None and added.rows <= CACHE_MAX_ROWS
     if fits and not isinstance(new_rows, ArrowRows):
         new_rows = cached = new_rows.cache()
     try:
-        if added is not None and column is not None:
-            # The tables are partitioned by their date column: the log names the dates.
-            found = partition_values(added, column)
+        touched, dates = snapshot.files, None
+        column = date_column(suite.table)
+        if since is not None and column is not None:
+            found = added.partition_values(column)
             if found is None:  # a table of an old version, not partitioned
                 found = distinct_values(new_rows, column)
-                touched_count = None
             dates = sorted(day for day in found if day is not None)  # null: a row rule fails
-            if touched_count is not None:
-                touched_count = rows_total(rows for day, rows in files.values() if day in dates)
-            in_dates = (
-                actions.filter(
-                    pc.is_in(actions.column(f"partition.{column}"), pa.array(dates, pa.date32()))
-                )
-                if touched_count is not None
-                else None
-            )
-            touched = rows_to_check(
-                spark,
-                settings,
-                path,
-                in_dates,
-                touched_count,
-                lambda: read_table(spark, path, version).where(F.col(column).isin(dates)),
-            )
+            touched = snapshot.on_dates(column, dates)
         register_views(spark, settings, suite, dates, version)
-        check.outcomes = gate.validate(suite, "new_rows", new_rows, parameters, rows=new_count)
+        check.outcomes = gate.validate(suite, "new_rows", new_rows, parameters, rows=added.rows)
+        partitions = whole if touched is snapshot.files else rows_to_check(spark, settings, touched)
         check.outcomes += gate.validate(
-            suite, "partitions", touched, parameters, rows=touched_count
+            suite, "partitions", partitions, parameters, rows=touched.rows
         )
-        check.outcomes += gate.validate(suite, "table", whole, parameters, rows=whole_rows)
+        check.outcomes += gate.validate(suite, "table", whole, parameters, rows=snapshot.files.rows)
     finally:
         if cached is not None:
             cached.unpersist()

@@ -18,22 +18,21 @@ from pyspark.sql import types as T
 
 from lakehouse.storage.checkpoints import CheckpointError, guard, latest_versions, record_read
 from lakehouse.storage.delta import (
-    StreamSink,
+    Snapshot,
     append,
     ensure_table,
     merge_upsert,
     read_added_since,
-    read_stream,
     read_table,
     replace_range,
 )
 from lakehouse.storage.delta.log import (
     committed_batch,
-    files_added,
     rows_written,
     streams_that_wrote,
     unread_commits,
 )
+from lakehouse.storage.streams import StreamSink, read_stream
 from tests.helpers import delta_count, delta_rows, delta_table, read_with_pyarrow_only
 
 SCHEMA = T.StructType(
@@ -289,7 +288,7 @@ def test_read_added_since_skips_files_that_cannot_hold_added_rows(spark, tmp_pat
     before = DeltaTable(str(table)).version()
     append(spark.createDataFrame(rows(0, 3, 2), SCHEMA), table, ["day"])  # day 2: minutes 0 to 2
     first = DeltaTable(str(table)).version()
-    earlier = files_added(table, before, first)
+    earlier = Snapshot(table, first).gained_since(before).names
     added_rows = [
         ("late", BASE + dt.timedelta(days=1, minutes=10), DAY[2], 1),
         ("untimed", None, DAY[2], 2),

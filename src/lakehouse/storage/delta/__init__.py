@@ -1,10 +1,10 @@
 """Delta Lake I/O, through Spark's own Delta connector (delta-spark).
 
-- `read_table`, `read_added_since`, `read_files`: a table version, the rows added
-  since an earlier version, or the rows of given data files, as a Spark DataFrame
-  (`lakehouse.storage.delta.tables`).
-- `read_stream`, `StreamSink`: Delta's streaming source, and a foreachBatch
-  sink that commits each micro-batch once (`lakehouse.storage.delta.streams`).
+- `read_table`, `read_added_since`: a table version, or the rows added since an
+  earlier version, as a Spark DataFrame; `Snapshot`: a version as its log describes
+  it, and the data files it gained since an earlier one (`DataFiles`: their rows,
+  dates, largest values, read with pyarrow or Spark), asked by the checks and the
+  run's report (`lakehouse.storage.delta.tables`).
 - `append`, `merge_upsert`, `replace_range`, `replace_dates`, `replace_table`, `append_rows`:
   writes, each one atomic commit, each safe to repeat (`lakehouse.storage.delta.writes`;
   `append_rows`, bookkeeping, commits with delta-rs on a local data root).
@@ -14,8 +14,7 @@
 """
 
 from lakehouse.storage.delta.log import is_delta_table, latest_version
-from lakehouse.storage.delta.streams import StreamSink, read_stream
-from lakehouse.storage.delta.tables import read_added_since, read_files, read_table
+from lakehouse.storage.delta.tables import DataFiles, Snapshot, read_added_since, read_table
 from lakehouse.storage.delta.writes import (
     append,
     append_rows,
@@ -27,7 +26,8 @@ from lakehouse.storage.delta.writes import (
 )
 
 __all__ = [
-    "StreamSink",
+    "DataFiles",
+    "Snapshot",
     "append",
     "append_rows",
     "ensure_table",
@@ -35,8 +35,6 @@ __all__ = [
     "latest_version",
     "merge_upsert",
     "read_added_since",
-    "read_files",
-    "read_stream",
     "read_table",
     "replace_dates",
     "replace_range",

@@ -90,7 +90,7 @@ def append_local(
 
 
 def read_arrow(path: Root, actions: Any, columns: Sequence[str] | None = None) -> Any:
-    """The rows of these data files (add actions, as `added_file_actions` gives them),
+    """The rows of these data files (add actions, as `add_actions` gives them),
     read with pyarrow (each file into memory: for a few files), as a pyarrow table in
     the table's schema (or these of its `columns`): partition columns from the log, a
     column a file predates null.
@@ -148,75 +148,12 @@ def file_name(uri: str) -> str:
     return uri.rsplit("/", 1)[-1]
 
 
-def files_added(path: Root, since: int, version: int | None = None) -> set[str]:
-    """Names of the data files `version` (default: latest) holds and version `since` did not."""
-    return file_names(added_file_actions(path, since, version))
-
-
-def file_names(actions: Any) -> set[str]:
-    """Names of the data files of these add actions (`added_file_actions`)."""
-    return {file_name(p) for p in actions.column("path").to_pylist()}
-
-
 def add_actions(path: Root, version: int | None = None) -> Any:
     """The data files of a version (default: latest) with their statistics and partition
     values, one row each (`partition.<column>`, `num_records`), as a pyarrow table."""
     import pyarrow as pa
 
     return pa.table(open_table(path, version=version).get_add_actions(flatten=True))
-
-
-def data_files(
-    path: Root, version: int | None = None, column: str | None = None
-) -> dict[str, tuple[Any, int | None]]:
-    """Each data file of a version (default: latest), by name: its value of partition
-    column `column` (None without one) and its rows, from the log's statistics (None:
-    the writer recorded none). The lakehouse's tables have no deletion vectors
-    (docs/contract.md), so a file's recorded rows are all live."""
-    return file_rows(add_actions(path, version), column)
-
-
-def file_rows(actions: Any, column: str | None = None) -> dict[str, tuple[Any, int | None]]:
-    """`data_files` of these add actions (`add_actions`)."""
-    names = [file_name(p) for p in actions.column("path").to_pylist()]
-
-    def values(name: str) -> list[Any]:
-        found = name in actions.column_names
-        return actions.column(name).to_pylist() if found else [None] * len(names)
-
-    files = zip(names, values(f"partition.{column}"), values("num_records"), strict=True)
-    return {name: (value, rows) for name, value, rows in files}
-
-
-def column_max(path: Root, column: str) -> Any | None:
-    """The largest value of `column` in the latest version, from the log alone: the
-    files' statistics, or the partition values of a partition column (None if neither)."""
-    actions = add_actions(path)
-    for name in (f"max.{column}", f"partition.{column}"):
-        if name in actions.column_names:
-            return max((v for v in actions.column(name).to_pylist() if v is not None), default=None)
-    return None
-
-
-def added_file_actions(path: Root, since: int, version: int | None = None) -> Any:
-    """The add actions (as `add_actions`: `path`, `partition.<column>`, `num_records`,
-    `min.<column>`, `null_count.<column>`) of the data files `version` (default:
-    latest) holds and version `since` did not."""
-    import pyarrow as pa
-
-    actions = add_actions(path, version)
-    before = {file_name(uri) for uri in open_table(path, version=since).file_uris()}
-    names = (file_name(p) for p in actions.column("path").to_pylist())
-    return actions.filter(pa.array([name not in before for name in names], pa.bool_()))
-
-
-def partition_values(actions: Any, column: str) -> set[Any] | None:
-    """Values of partition column `column` among these add actions (`added_file_actions`;
-    None in the set: a file of null values); None when the table is not partitioned by
-    `column`."""
-    if f"partition.{column}" not in actions.column_names:
-        return None
-    return set(actions.column(f"partition.{column}").to_pylist())
 
 
 def rows_from(path: Root, column: str, first: Any | None = None) -> int:

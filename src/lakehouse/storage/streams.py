@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lakehouse.storage.checkpoints import reads_input
 from lakehouse.storage.delta.log import committed_batch
 from lakehouse.storage.delta.writes import append, ensure_table, merge_upsert, rows_committed
 from lakehouse.storage.objects import Root
@@ -107,9 +108,6 @@ class StreamSink:
         if committed is not None and committed >= batch_id:
             self._skip(batch, batch_id)
             return
-        # Imported here: lakehouse.storage.checkpoints reads the Delta log through this package.
-        from lakehouse.storage.checkpoints import reads_input
-
         rows = (batch if self.each_batch is None else self.each_batch(batch)).select(
             *self.schema.names
         )
