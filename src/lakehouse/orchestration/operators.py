@@ -22,9 +22,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperatorLink
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
@@ -119,6 +121,29 @@ RETRY_POLICY = ExceptionRetryPolicy(
 )
 
 
+class LakehouseSubmitHook(SparkSubmitHook):
+    """The provider's hook, keeping spark-submit's exit status (`returncode`), which the
+    provider has no public accessor for, and logging every line spark-submit prints but
+    the JDK's `WARNING: Using incubator modules: jdk.incubator.vector`: Spark 4's
+    launcher always adds that module and the JDK has no switch for the warning, so it
+    stood at the top of every task's log, saying nothing about the task
+    (tests/dags/test_lakehouse_incremental.py reads a task log without the line)."""
+
+    returncode: int | None = None
+
+    def submit(self, application: str = "", **kwargs: Any) -> str | None:
+        try:
+            return super().submit(application, **kwargs)
+        finally:
+            process = self._submit_sp
+            self.returncode = None if process is None else process.returncode
+
+    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
+        super()._process_spark_submit_log(
+            line for line in itr if JDK_INCUBATOR_WARNING not in str(line)
+        )
+
+
 class LakehouseSubmitOperator(SparkSubmitOperator):
     """spark-submit of the `lakehouse` CLI; a blocked data-quality gate is final."""
 
@@ -188,27 +213,19 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
         self.say_what_it_covered(context, report)
         self.publish_changes(context, report)
 
-    def _get_hook(self) -> Any:
-        """The provider's hook, logging every line spark-submit prints but the JDK's
-        `WARNING: Using incubator modules: jdk.incubator.vector`: Spark 4's launcher
-        always adds that module and the JDK has no switch for the warning, so it stood
-        at the top of every task's log, saying nothing about the task. The provider
-        offers no public way to filter its output: its line handler is wrapped here
-        (tests/dags/test_lakehouse_incremental.py reads a task log without the line)."""
+    def _get_hook(self) -> LakehouseSubmitHook:
+        """The provider's hook, as a `LakehouseSubmitHook`. The provider builds its hook
+        from the operator's 33 arguments in its own `_get_hook`; rather than repeat that
+        list (and drift from it with each provider release), the hook it built takes the
+        subclass, which adds methods and no state."""
         hook = super()._get_hook()
-        handle = hook._process_spark_submit_log
-
-        def without_jdk_noise(lines: Any) -> None:
-            handle(line for line in lines if JDK_INCUBATOR_WARNING not in str(line))
-
-        hook._process_spark_submit_log = without_jdk_noise  # type: ignore[assignment]
-        return hook
+        hook.__class__ = LakehouseSubmitHook
+        return cast("LakehouseSubmitHook", hook)
 
     def exit_code(self) -> int | None:
-        """spark-submit's exit status, None before it ran. The Spark provider offers no
-        public accessor: its hook keeps the process (`_submit_sp`), read here."""
-        process = getattr(self._hook, "_submit_sp", None)
-        return None if process is None else process.returncode
+        """spark-submit's exit status, None before it ran."""
+        hook = self._hook
+        return hook.returncode if isinstance(hook, LakehouseSubmitHook) else None
 
     def wait_for_runs_of(self, dag_id: str, context: Any) -> None:
         """Give the slot back and come again later while `dag_id` has a run queued or in
