@@ -15,7 +15,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from lakehouse import __version__
 from lakehouse.catalog import DERIVED_LAYERS, LAYERS, SOURCES
@@ -235,7 +235,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def in_order(chosen: Sequence[str] | None, names: Sequence[str]) -> list[str]:
+# A layer type: every layer (`Layer`), or those a backfill recomputes (`DerivedLayer`).
+LayerT = TypeVar("LayerT", bound=str)
+
+
+def in_order(chosen: Sequence[str] | None, names: Sequence[LayerT]) -> list[LayerT]:
     """The chosen layers (all when none) in pipeline order, each once."""
     return [name for name in names if not chosen or name in chosen]
 

@@ -20,10 +20,13 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Literal, get_args
 
-LAYERS = ("bronze", "silver", "gold")
-# The layers a backfill recomputes from bronze.
-DERIVED_LAYERS = ("silver", "gold")
+# The pipeline's layers, in order; the layers a backfill recomputes from bronze.
+Layer = Literal["bronze", "silver", "gold"]
+DerivedLayer = Literal["silver", "gold"]
+LAYERS: tuple[Layer, ...] = get_args(Layer)
+DERIVED_LAYERS: tuple[DerivedLayer, ...] = get_args(DerivedLayer)
 EVENT_TIME = "event_time"
 EVENT_DATE = "event_date"
 ACTIONS = ("login", "view", "click", "purchase", "logout")
@@ -277,7 +280,7 @@ class Table:
     are on no other date.
     """
 
-    layer: str
+    layer: DerivedLayer
     name: str
     description: str
     columns: tuple[tuple[str, str], ...]

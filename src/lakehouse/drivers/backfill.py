@@ -25,7 +25,15 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from lakehouse.catalog import DERIVED_LAYERS, EVENT_TIME, SOURCES, TABLES, Table, tables_in
+from lakehouse.catalog import (
+    DERIVED_LAYERS,
+    EVENT_TIME,
+    SOURCES,
+    TABLES,
+    DerivedLayer,
+    Table,
+    tables_in,
+)
 from lakehouse.catalog.dates import DateRange
 from lakehouse.drivers.late import pending_dates, record_backfill
 from lakehouse.drivers.pipeline import reported
@@ -234,7 +242,7 @@ def backfill(
     spark: SparkSession,
     settings: Settings,
     dates: DateRange | None,
-    layers: Sequence[str] = DERIVED_LAYERS,
+    layers: Sequence[DerivedLayer] = DERIVED_LAYERS,
     echo: Callable[[str], None] = print,
 ) -> RunOutcome:
     """`lakehouse backfill`: recompute the layers for a range, or (`dates` None) for the
@@ -278,7 +286,7 @@ def run_backfill(
     spark: SparkSession,
     settings: Settings,
     dates: Dates,
-    layers: Sequence[str] = DERIVED_LAYERS,
+    layers: Sequence[DerivedLayer] = DERIVED_LAYERS,
     tables: Sequence[Table] | None = None,
     new_schema: bool = False,
 ) -> tuple[list[StageResult], list[dt.date]]:

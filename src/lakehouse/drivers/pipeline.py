@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from lakehouse.catalog import LAYERS, SOURCES, tables_in
+from lakehouse.catalog import LAYERS, SOURCES, Layer, tables_in
 from lakehouse.catalog.schemas import table_schema
 from lakehouse.drivers.bronze import bronze_queries
 from lakehouse.drivers.late import ensure_late_dates
@@ -63,7 +63,7 @@ class LayerQuery:
     reads: frozenset[str] = frozenset()
 
 
-def layer_queries(spark: SparkSession, settings: Settings, layer: str) -> list[LayerQuery]:
+def layer_queries(spark: SparkSession, settings: Settings, layer: Layer) -> list[LayerQuery]:
     """The layer's queries in catalog order: bronze's sources (which read nothing of
     each other), or its tables, each with the tables of the layer it reads."""
     if layer == "bronze":
@@ -130,7 +130,7 @@ def run_queries(
     return [r for q in queries for r in results.get(q.name, [])], error
 
 
-def run_layer(spark: SparkSession, settings: Settings, layer: str) -> Iterator[StageResult]:
+def run_layer(spark: SparkSession, settings: Settings, layer: Layer) -> Iterator[StageResult]:
     """The queries of one layer, without checks."""
     results, error = run_queries(layer_queries(spark, settings, layer), settings.query_threads)
     yield from results
@@ -247,7 +247,7 @@ def run_pipeline(
     settings: Settings,
     run_id: str,
     echo: Callable[[str], None] = print,
-    layers: Sequence[str] = LAYERS,
+    layers: Sequence[Layer] = LAYERS,
 ) -> RunOutcome:
     """Run every query of the given layers, each followed by its tables' checks.
 
@@ -300,7 +300,7 @@ def run_pipeline(
 def validate_tables(
     spark: SparkSession,
     settings: Settings,
-    layers: list[str],
+    layers: Sequence[Layer],
     echo: Callable[[str], None] = print,
     whole_table: bool = True,
 ) -> RunOutcome:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from lakehouse.catalog import LAYERS, SOURCES, TABLES, Source, Table, downstream_of
+from lakehouse.catalog import LAYERS, SOURCES, TABLES, Layer, Source, Table, downstream_of
 from lakehouse.catalog.dates import DateRange
 from lakehouse.drivers.backfill import bronze_days, bronze_watermarks, run_backfill
 from lakehouse.drivers.bronze import KAFKA_TOPIC, STARTING_OFFSETS, kafka_checkpoint
@@ -119,7 +119,7 @@ def bronze_dates(spark: SparkSession, settings: Settings) -> DateRange | None:
 def recover(
     spark: SparkSession,
     settings: Settings,
-    layers: Sequence[str],
+    layers: Sequence[Layer],
     kafka: tuple[Source, str] | None = None,
     echo: Callable[[str], None] = print,
 ) -> None:

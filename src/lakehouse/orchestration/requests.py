@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from lakehouse.catalog import DERIVED_LAYERS
+from lakehouse.catalog import DERIVED_LAYERS, DerivedLayer
 from lakehouse.catalog.dates import DateRange
 
 
@@ -31,7 +31,7 @@ class BackfillRequest:
     """What one run of the backfill DAG recomputes, and the commands it submits."""
 
     dates: DateRange
-    layers: tuple[str, ...]
+    layers: tuple[DerivedLayer, ...]
     # The nightly run: recompute every date holding late rows (`backfill --pending`);
     # `dates` (its data interval) is then what parity checks.
     pending: bool = False

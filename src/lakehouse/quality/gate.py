@@ -32,7 +32,7 @@ from urllib.parse import unquote, urlparse
 
 from lakehouse.quality.data_docs import inert, without_scripts
 from lakehouse.quality.scopes import ArrowRows
-from lakehouse.quality.suite import SQL_RULE, Suite
+from lakehouse.quality.suite import SQL_RULE, Scope, Suite
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,7 +69,7 @@ class Outcome:
     """The result of one expectation on one table."""
 
     table: str
-    scope: str
+    scope: Scope
     expectation: str
     description: str
     blocking: bool
@@ -210,7 +210,7 @@ class QualityGate:
         return self._batches[engine]
 
     def _checkpoint(
-        self, suite: Suite, scope: str, time_dependent_only: bool, rules: str, samples: bool
+        self, suite: Suite, scope: Scope, time_dependent_only: bool, rules: str, samples: bool
     ) -> Any:
         """A GX checkpoint of the `scope` expectations of `suite` that `rules` selects
         (`_selected`): for the verdicts, or with `samples` for counts and sample values.
@@ -245,7 +245,7 @@ class QualityGate:
         return self._checkpoints[name]
 
     def _definition(
-        self, key: str, suite: Suite, scope: str, time_dependent_only: bool, rules: str
+        self, key: str, suite: Suite, scope: Scope, time_dependent_only: bool, rules: str
     ) -> Any:
         """GX's validation definition `key`: the selected expectations on a batch of one
         DataFrame (pandas for the column rules, Spark otherwise)."""
@@ -271,7 +271,7 @@ class QualityGate:
     def validate(
         self,
         suite: Suite,
-        scope: str,
+        scope: Scope,
         frame: DataFrame | pd.DataFrame | ArrowRows,
         parameters: dict[str, Any],
         time_dependent_only: bool = False,
@@ -310,7 +310,7 @@ class QualityGate:
     def _run(
         self,
         suite: Suite,
-        scope: str,
+        scope: Scope,
         time_dependent_only: bool,
         rules: str,
         frame: DataFrame | pd.DataFrame,

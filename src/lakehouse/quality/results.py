@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.catalog import Layer
 from lakehouse.catalog.schemas import meta_schema
 from lakehouse.quality.gate import Outcome
 from lakehouse.runtime.settings import Settings
@@ -51,7 +52,7 @@ class TableCheck:
 
 @dataclass
 class LayerCheck:
-    layer: str
+    layer: Layer
     tables: list[TableCheck] = field(default_factory=list)
     seconds: float = 0.0
 

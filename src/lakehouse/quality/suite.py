@@ -19,18 +19,20 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from lakehouse.quality.implied import implied_expectations
 
-SCOPES = ("new_rows", "partitions", "table")
+Scope = Literal["new_rows", "partitions", "table"]
+SCOPES: tuple[Scope, ...] = get_args(Scope)
 
 
 # A rule given as a SQL query that selects the rows breaking it (lakehouse.quality.expectations).
 SQL_RULE = "expect_query_to_return_no_rows"
 
 
-SEVERITIES = ("critical", "warning")
+Severity = Literal["critical", "warning"]
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 
 
 # One Great Expectations suite per table, `<layer>/<table>.json`, shipped with the package.
@@ -49,7 +51,7 @@ class Suite:
     def table(self) -> str:
         return f"{self.layer}/{self.name}"
 
-    def scoped(self, scope: str, time_dependent_only: bool = False) -> list[dict[str, Any]]:
+    def scoped(self, scope: Scope, time_dependent_only: bool = False) -> list[dict[str, Any]]:
         """The expectations of `scope`; optionally only those whose answer depends on
         when they run (they take a `$PARAMETER`, such as freshness's cut-off time)."""
         return [

@@ -37,7 +37,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.catalog import LAYERS, bronze_tables, sql_parameters, tables_in
+from lakehouse.catalog import LAYERS, Layer, bronze_tables, sql_parameters, tables_in
 from lakehouse.quality.derived import DERIVED_CHECKS, LATE_DROPS, RECONCILIATION, check_derived
 from lakehouse.quality.gate import Outcome, QualityGate
 from lakehouse.quality.results import LayerCheck, TableCheck, record_results
@@ -195,7 +195,7 @@ class LayerValidation:
         spark: SparkSession,
         settings: Settings,
         gate: QualityGate,
-        layer: str,
+        layer: Layer,
         run_id: str,
         baselines: dict[str, int],
         whole_table: bool = False,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -295,7 +296,7 @@ def _charts(points: list[Point]) -> list[Markup]:
     layers = [layer for layer in LAYERS if any(layer in p.seconds for p in points)]
     gold = sorted({table for p in points for table in p.freshness_hours})
 
-    def per(figure: str, names: list[str]) -> dict[str, list[float | None]]:
+    def per(figure: str, names: Sequence[str]) -> dict[str, list[float | None]]:
         return {name: [getattr(p, figure).get(name) for p in points] for name in names}
 
     def one(name: str, values: list[float | None]) -> dict[str, list[float | None]]:
