@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import re
 import subprocess
 import sys
 
@@ -252,3 +253,21 @@ def test_the_daily_table_closes_no_day_the_hourly_table_has_not_written(tmp_path
     applied["gold/ad_performance_hourly"] = None
     applied[daily.id] = None
     assert closed.windows_to_close(settings, daily) is None  # no hour written yet
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"date_column": "day"}, "silver/impressions: date column day is not a column"),
+        ({"keys": ("id",)}, "silver/impressions: id (a key, nullable or enum) is not a column"),
+        ({"closing": {"kind": "window"}}, "Input should be 'final', 'unmatched', 'windows'"),
+        ({"closing": {"kind": "windows"}}, "a windows closing rule needs the window length"),
+        ({"inputs": "bronze/impressions"}, "Input should be a valid tuple"),
+    ],
+)
+def test_a_table_that_names_what_it_lacks_is_refused_where_it_is_declared(change, message):
+    """Tables and closing rules are pydantic dataclasses: the catalog refuses a table whose
+    fields are of the wrong type or name columns it does not have, with the table's id."""
+    entry = catalog.TABLES_BY_ID["silver/impressions"]
+    with pytest.raises(ValueError, match=re.escape(message)):
+        dataclasses.replace(entry, **change)

@@ -4,8 +4,9 @@ Everything else iterates over this module: the streaming drivers and the
 batch backfill build each table from its entry, `parity`, `recover` and
 `maintain` walk `TABLES`, the DAGs take their task and asset lists from it,
 the CLI its layer names, data quality its suites (rendered with `RULES`),
-the sample generator and the DuckDB reference their timings. Plain Python,
-no pyspark: the Airflow scheduler imports it while parsing the DAGs.
+the sample generator and the DuckDB reference their timings. No pyspark: the
+Airflow scheduler imports it while parsing the DAGs. Tables and closing rules are
+pydantic dataclasses, checked where they are declared.
 
 To add a table: write its transform (`src/lakehouse/transforms/`, registered in its
 module's `TRANSFORMS`), add one `Table` below and its suite
@@ -21,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal, get_args
+
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 # The pipeline's layers, in order; the layers a backfill recomputes from bronze.
 Layer = Literal["bronze", "silver", "gold"]
@@ -134,7 +137,7 @@ SOURCES: dict[str, Source] = {
 }
 
 
-@dataclass(frozen=True)
+@pydantic_dataclass(frozen=True)
 class Closing:
     """When streaming writes a row, stated for batch, which sees everything at once.
 
@@ -145,14 +148,18 @@ class Closing:
     - `state`: the state function decides, given the watermark (sessions, status).
 
     `held_back` names a rule (the attribution join holds rows back by its window).
+    A pydantic dataclass: a kind not among these, or windows without their length,
+    is refused where the catalog declares it.
     """
 
-    kind: str
+    kind: Literal["final", "unmatched", "windows", "state"]
     held_back: str | None = None
     start: str = "window_start"
     length: str | None = None
 
-    KINDS = ("final", "unmatched", "windows", "state")
+    def __post_init__(self) -> None:
+        if self.kind == "windows" and self.length is None:
+            raise ValueError("a windows closing rule needs the window length")
 
     def held_back_us(self) -> int:
         return 0 if self.held_back is None else micros(self.held_back)
@@ -254,7 +261,7 @@ LATE_DROPS_COLUMNS: Columns = (
 )
 
 
-@dataclass(frozen=True)
+@pydantic_dataclass(frozen=True)
 class Table:
     """A Delta table of silver or gold, and how it is computed.
 
@@ -278,6 +285,10 @@ class Table:
     values, and `keys` identify a row (within an `event_date` partition, or in the
     whole table when it has no date column); a `first_write_wins` table's new keys
     are on no other date.
+
+    A pydantic dataclass: each field's type is checked, and the columns a table names
+    (its date column, keys, nullable and enum columns) must be its own, where it is
+    declared; `_check` relates the tables to each other.
     """
 
     layer: DerivedLayer
@@ -308,6 +319,13 @@ class Table:
     @property
     def partition_by(self) -> tuple[str, ...]:
         return () if self.date_column is None else (self.date_column,)
+
+    def __post_init__(self) -> None:
+        if self.date_column is not None and self.date_column not in self.column_names:
+            raise ValueError(f"{self.id}: date column {self.date_column} is not a column")
+        for column in (*self.keys, *self.nullable, *self.enums):
+            if column not in self.column_names:
+                raise ValueError(f"{self.id}: {column} (a key, nullable or enum) is not a column")
 
 
 def _event_columns(source: Source) -> tuple[tuple[str, str], ...]:
@@ -501,15 +519,6 @@ def sql_parameters() -> dict[str, str]:
 
 def _check() -> None:
     for entry in TABLES:
-        if entry.closing.kind not in Closing.KINDS:
-            raise ValueError(f"{entry.id}: closing must be one of {Closing.KINDS}")
-        if entry.closing.kind == "windows" and entry.closing.length is None:
-            raise ValueError(f"{entry.id}: a windows closing rule needs the window length")
-        if entry.date_column is not None and entry.date_column not in entry.column_names:
-            raise ValueError(f"{entry.id}: date column {entry.date_column} is not a column")
-        for column in (*entry.keys, *entry.nullable, *entry.enums):
-            if column not in entry.column_names:
-                raise ValueError(f"{entry.id}: {column} (a key, nullable or enum) is not a column")
         for name in entry.rules:
             RULES.value(name)
         one_input = TABLES_BY_ID.get(entry.inputs[0]) if len(entry.inputs) == 1 else None
