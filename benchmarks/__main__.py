@@ -10,10 +10,16 @@ over a history is one run.
 2. the scheduled increment against history: --repetitions more days of
    --increment events each, each followed by `lakehouse run`; beside them
    DuckDB computing every silver and gold table from each increment's files
-   alone, and our own `lakehouse backfill` of the last increment's date;
-3. empty runs (nothing new) and runs after one new landing file (an hour of
-   impressions of the next day);
-4. `lakehouse backfill` over every date of the largest root;
+   alone, and our own `lakehouse backfill` of the last increment's dates, then
+   the run after that backfill, which checks the backfill's output (its own row).
+   An increment arrives on time: its events start at the first whole hour after
+   the root's last event, so the watermarks drop only what the generator makes
+   late on purpose;
+3. empty runs (nothing new, every check up to date) and runs after one new
+   landing file (an hour of impressions, on time);
+4. `lakehouse backfill` over every date of the largest root, then late data as
+   its own, labelled case: --increment events starting 12 hours before the
+   root's last event, run once, with the rows the watermarks dropped;
 5. state over --state-increments increments, RocksDB and the default store;
 6. peak memory (PSS) of the driver's Python, the JVM and the Python workers;
 7. references on each history's landing files: Spark reading the same
@@ -38,6 +44,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,14 +82,35 @@ def count(text: str) -> int:
     return int(float(text[:-1] if scale > 1 else text) * scale)
 
 
-def land(root: Root, events: int, per_day: int, seed: int, start: dt.datetime) -> int:
-    """Generate `events` events, one day (and one seed) per `per_day`; lines written."""
-    lines = 0
+@dataclass
+class Landed:
+    """What `land` wrote: lines, and the time of the last event."""
+
+    lines: int = 0
+    last_event_ms: int = 0
+
+    @property
+    def last_event(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.last_event_ms / 1000, dt.UTC)
+
+    @property
+    def next_start(self) -> dt.datetime:
+        """When the next events arrive on time: the first whole hour after the last event
+        written (clicks and sessions run past the days asked for)."""
+        hour = self.last_event + dt.timedelta(hours=1)
+        return hour.replace(minute=0, second=0, microsecond=0)
+
+
+def land(root: Root, events: int, per_day: int, seed: int, start: dt.datetime) -> Landed:
+    """Generate `events` events from `start`, one day (and one seed) per `per_day`."""
+    landed = Landed()
     for day in range(math.ceil(events / per_day)):
         size = min(per_day, events - day * per_day)
         config = GeneratorConfig(events=size, seed=seed + day, start=start + dt.timedelta(days=day))
-        lines += sum(generate(config, root / "landing").lines.values())
-    return lines
+        summary = generate(config, root / "landing")
+        landed.lines += sum(summary.lines.values())
+        landed.last_event_ms = max(landed.last_event_ms, summary.last_event_ms or 0)
+    return landed
 
 
 def median(values: list[float]) -> float:
@@ -117,22 +145,24 @@ def backfill_dates(root: Path, first: dt.date, last: dt.date, log: Path) -> dict
 
 
 def increments(
-    base: Path, root: Path, days: int, increment: int, repetitions: int, logs: Path
-) -> dict[str, Any]:
-    """`repetitions` scheduled increments, one more day of `increment` events each.
+    base: Path, root: Path, landed: Landed, increment: int, repetitions: int, logs: Path
+) -> tuple[dict[str, Any], Landed]:
+    """`repetitions` scheduled increments, one more day of `increment` events each, each
+    on time (from `landed.next_start`, then from the last increment's); returns their
+    figures and what the last one landed.
 
     Each increment is generated apart first, so that DuckDB computes every
     silver and gold table from its files alone (the same new data), then its
     files are copied into the root's landing folder and `lakehouse run` runs.
-    Last, our own batch backfill recomputes the last increment's date, as
+    Last, our own batch backfill recomputes the last increment's dates, as
     often: the same new data through our batch code.
     """
     runs = []
     for k in range(repetitions):
         scratch = base / f"{root.name}-increment-{k + 1}"
         shutil.rmtree(scratch, ignore_errors=True)
-        day = START + dt.timedelta(days=days + k)
-        land(scratch, increment, increment, seed=INCREMENT_SEED + k, start=day)
+        start = landed.next_start
+        landed = land(scratch, increment, increment, seed=INCREMENT_SEED + k, start=start)
         duck = duckdb_tables(scratch, scratch / "duckdb")
         shutil.copytree(scratch / "landing", root / "landing", dirs_exist_ok=True)
         log = logs / f"{root.name}-increment-{k + 1}.log"
@@ -140,56 +170,60 @@ def increments(
         figures["duckdb_seconds"] = duck["seconds"]
         runs.append(figures)
         print(f"[{root.name}] +{label(increment)} #{k + 1}: {figures['seconds']} s wall")
-    last = (START + dt.timedelta(days=days + repetitions - 1)).date()
+    first, last = start.date(), landed.last_event.date()
     batch = [
-        backfill_dates(root, last, last, logs / f"{root.name}-backfill-{last}-{k + 1}.log")
+        backfill_dates(root, first, last, logs / f"{root.name}-backfill-{first}-{k + 1}.log")
         for k in range(repetitions)
     ]
     return {
         **repeated(runs),
         "duckdb_seconds": median([r["duckdb_seconds"] for r in runs]),
-        "backfill_of_its_date": {
-            "date": last.isoformat(),
+        "backfill_of_its_dates": {
+            "dates": f"{first}..{last}",
             "seconds": median([b["seconds"] for b in batch]),
             "each": batch,
         },
-    }
+    }, landed
 
 
 def history(base: Path, size: int, increment: int, repetitions: int, logs: Path) -> dict[str, Any]:
     root = base / f"history-{label(size)}"
     shutil.rmtree(root, ignore_errors=True)
     started = time.perf_counter()
-    lines = land(root, size, increment, seed=1, start=START)
-    print(f"[{label(size)}] generated {lines:,} lines in {time.perf_counter() - started:.0f} s")
+    landed = land(root, size, increment, seed=1, start=START)
+    took = time.perf_counter() - started
+    print(f"[{label(size)}] generated {landed.lines:,} lines in {took:.0f} s")
     first = run_figures(root, lakehouse(root, "run", log=logs / f"{root.name}-run.log"))
     print(f"[{label(size)}] run: {first['seconds']} s, {first['events_per_second']:,} events/s")
     refs = references(root, base / f"{root.name}-references", logs / root.name)
     print(f"[{label(size)}] references: {json.dumps(refs)}")
-    days = math.ceil(size / increment)
+    added, landed = increments(base, root, landed, increment, repetitions, logs)
+    # The backfill's output is checked by the next run: a run of its own, not an empty one.
+    after = run_figures(root, lakehouse(root, "run", log=logs / f"{root.name}-after-backfill.log"))
     return {
         "events": size,
         "root": str(root),
-        "days": days + repetitions,
+        "last_event_ms": landed.last_event_ms,
         "run": first,
         "references": refs,
-        "increment": increments(base, root, days, increment, repetitions, logs),
+        "increment": added,
+        "after_backfill": after,
     }
 
 
 def small_runs(
-    root: Path, days: int, increment: int, repetitions: int, logs: Path
+    root: Path, landed: Landed, increment: int, repetitions: int, logs: Path
 ) -> dict[str, Any]:
-    """Empty runs (nothing new), then runs after one new landing file each: the next
-    hours of impressions of the day after the root's last, at --increment events a day."""
+    """Empty runs (nothing new, every check up to date), then runs after one new landing
+    file each: the next hours of impressions after the root's last event, at
+    --increment events a day."""
     empty = [
         run_figures(root, lakehouse(root, "run", log=logs / f"empty-run-{k + 1}.log"))
         for k in range(repetitions)
     ]
     scratch = root.parent / "one-file"
     shutil.rmtree(scratch, ignore_errors=True)
-    day = START + dt.timedelta(days=days)
-    generate(GeneratorConfig(events=increment, seed=77, start=day), scratch)
+    generate(GeneratorConfig(events=increment, seed=77, start=landed.next_start), scratch)
     files = sorted((scratch / "impressions").iterdir())[:repetitions]
     one_file = []
     for k, one in enumerate(files):
@@ -199,11 +233,20 @@ def small_runs(
     return {"empty_run": repeated(empty), "one_new_file": repeated(one_file)}
 
 
-def backfill(root: Path, days: int, rows: int, logs: Path) -> dict[str, Any]:
-    """Silver and gold recomputed in batch from `rows` bronze rows over `days` days."""
-    end = START + dt.timedelta(days=days - 1)
-    figures = backfill_dates(root, START.date(), end.date(), logs / "backfill.log")
+def backfill(root: Path, last: dt.date, rows: int, logs: Path) -> dict[str, Any]:
+    """Silver and gold recomputed in batch from `rows` bronze rows, every date to `last`."""
+    figures = backfill_dates(root, START.date(), last, logs / "backfill.log")
     return {**figures, "bronze_rows": rows, "rows_per_second": round(rows / figures["seconds"])}
+
+
+def late_increment(root: Path, landed: Landed, events: int, logs: Path) -> dict[str, Any]:
+    """Late data, labelled: `events` events starting 12 hours before the root's last
+    event, and the run that reads them (the watermarks drop what is behind them)."""
+    start = landed.next_start - dt.timedelta(hours=12)
+    land(root, events, events, seed=INCREMENT_SEED - 1, start=start)
+    figures = run_figures(root, lakehouse(root, "run", log=logs / "late-increment.log"))
+    print(f"[late] +{label(events)}: {figures['dropped_late']:,} rows dropped as late")
+    return {**figures, "events": events, "start": start.isoformat()}
 
 
 def state(
@@ -295,20 +338,13 @@ def object_store(base: Path, events: int, increment: int, logs: Path) -> dict[st
             if name == "s3":
                 root = server.root("s3a://lakehouse/bench")
                 env.update(server.connection().environment())
-            land(root, events, increment, seed=1, start=START)
+            landed = land(root, events, increment, seed=1, start=START)
             first = run_figures(
                 reports.parent,
                 lakehouse(root, "run", log=logs / f"object-store-{name}.log", env=env),
                 reports,
             )
-            days = math.ceil(events / increment)
-            land(
-                root,
-                increment,
-                increment,
-                seed=INCREMENT_SEED,
-                start=START + dt.timedelta(days=days),
-            )
+            land(root, increment, increment, seed=INCREMENT_SEED, start=landed.next_start)
             added = run_figures(
                 reports.parent,
                 lakehouse(root, "run", log=logs / f"object-store-{name}-increment.log", env=env),
@@ -338,8 +374,8 @@ def ratios(results: dict[str, Any]) -> dict[str, Any]:
                 run["seconds"] / refs["spark_json_to_parquet"]["wall_seconds"], 1
             ),
             "increment_over_duckdb": round(added["seconds"] / added["duckdb_seconds"], 1),
-            "increment_over_backfill_of_its_date": round(
-                added["seconds"] / added["backfill_of_its_date"]["seconds"], 2
+            "increment_over_backfill_of_its_dates": round(
+                added["seconds"] / added["backfill_of_its_dates"]["seconds"], 2
             ),
         }
     if "backfill" in results:
@@ -418,11 +454,14 @@ def main(argv: list[str] | None = None) -> int:
         reps = args.repetitions
         results["history"] = [history(base, size, increment, reps, logs) for size in sizes]
         largest = results["history"][-1]
-        results.update(small_runs(Path(largest["root"]), largest["days"], increment, reps, logs))
+        root, landed = Path(largest["root"]), Landed(last_event_ms=largest["last_event_ms"])
+        results.update(small_runs(root, landed, increment, reps, logs))
         if "backfill" not in args.skip:
-            added = sum(r["bronze_rows"] for r in largest["increment"]["each"])
-            rows = largest["run"]["bronze_rows"] + added
-            results["backfill"] = backfill(Path(largest["root"]), largest["days"], rows, logs)
+            added = [*largest["increment"]["each"], *results["one_new_file"]["each"]]
+            rows = largest["run"]["bronze_rows"] + sum(r["bronze_rows"] for r in added)
+            last = landed.next_start.date()  # the one-file runs' date
+            results["backfill"] = backfill(root, last, rows, logs)
+        results["late_increment"] = late_increment(root, landed, increment, logs)
     if "state" not in args.skip:
         results["state"] = state(base, args.state_increments, args.state_events, logs, stores)
     if "kafka" not in args.skip:

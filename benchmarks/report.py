@@ -38,8 +38,11 @@ def _run_row(name: str, run: dict[str, Any]) -> list[Any]:
         run["startup_seconds"],
         run["events_per_second"],
         run["events_per_second_without_startup"],
-        *(run["stages"][s] for s in ("bronze", "silver", "gold", "validation")),
+        *(run["stages"][s] for s in ("bronze", "silver", "gold")),
         run["other_seconds"],
+        " / ".join(f"{run['query_seconds'][s]:g}" for s in ("bronze", "silver", "gold")),
+        run["validation_seconds"],
+        run["dropped_late"],
         _memory(run["peak_mib"]),
     ]
 
@@ -97,7 +100,7 @@ def _spread(run: dict[str, Any]) -> str:
 
 
 def _validation_share(run: dict[str, Any]) -> float:
-    return run["stages"]["validation"] / run["run_seconds"] if run["run_seconds"] else 0.0
+    return run["validation_seconds"] / run["run_seconds"] if run["run_seconds"] else 0.0
 
 
 def _targets(results: dict[str, Any]) -> list[list[Any]]:
@@ -328,7 +331,11 @@ def _history(results: dict[str, Any]) -> list[str]:
         "## Runs (`lakehouse run`)",
         "",
         "Seconds; events are landing lines read. Repeated runs: the median run's figures "
-        "(median by wall time) and the spread of its wall time. Peak memory MiB: "
+        "(median by wall time) and the spread of its wall time. Bronze, silver and gold: "
+        "each layer's wall span (its queries and checks; Spark's start-up in the first), "
+        "so that they and `other` add up to the run. Query time: the sum of each layer's "
+        "query times (bronze / silver / gold), more than the span when queries run side by "
+        "side. Validation: the checks' time, inside the spans. Peak memory MiB: "
         "driver Python / JVM / Python workers / whole tree.",
         "",
     ]
@@ -342,8 +349,15 @@ def _history(results: dict[str, Any]) -> list[str]:
                 entry["increment"],
             )
         )
-    runs.append(_run_row("empty run (nothing new)", results["empty_run"]))
+    largest = results["history"][-1]
+    runs.append(_run_row("run after a backfill (checks its output)", largest["after_backfill"]))
+    runs.append(_run_row("empty run (nothing new, checks up to date)", results["empty_run"]))
     runs.append(_run_row("one new file", results["one_new_file"]))
+    if "late_increment" in results:
+        late = results["late_increment"]
+        runs.append(
+            _run_row(f"late: +{label(late['events'])}, from 12 h before the last event", late)
+        )
     lines += _table(
         [
             "run",
@@ -356,8 +370,10 @@ def _history(results: dict[str, Any]) -> list[str]:
             "bronze s",
             "silver s",
             "gold s",
-            "validation s",
             "other s",
+            "query time s",
+            "validation s",
+            "dropped late",
             "peak MiB",
         ],
         runs,
@@ -368,7 +384,7 @@ def _history(results: dict[str, Any]) -> list[str]:
         "First runs: our run without start-up against Spark reading the same lines and "
         "writing Parquet (the ceiling), and DuckDB computing every silver and gold table "
         "from the landing files. Increments: our median wall time against DuckDB over the "
-        "increment's files alone and against our own batch backfill of the increment's date "
+        "increment's files alone and against our own batch backfill of the increment's dates "
         "(median of as many runs).",
         "",
     ]
@@ -389,9 +405,9 @@ def _history(results: dict[str, Any]) -> list[str]:
                 f"{ratio['run_over_duckdb']}x",
                 added["seconds"],
                 added["duckdb_seconds"],
-                added["backfill_of_its_date"]["seconds"],
+                added["backfill_of_its_dates"]["seconds"],
                 f"{ratio['increment_over_duckdb']}x",
-                f"{ratio['increment_over_backfill_of_its_date']}x",
+                f"{ratio['increment_over_backfill_of_its_dates']}x",
             ]
         )
     lines += _table(
@@ -404,7 +420,7 @@ def _history(results: dict[str, Any]) -> list[str]:
             "run / DuckDB",
             "increment wall s",
             "DuckDB increment s",
-            "backfill of its date s",
+            "backfill of its dates s",
             "increment / DuckDB",
             "increment / backfill",
         ],
