@@ -43,8 +43,6 @@ from lakehouse.orchestration.operators import OUTCOME_KEY, REPORTS_URL, QualityL
 from lakehouse.orchestration.tasks import LAKEHOUSE_TAG, settings
 from lakehouse.runtime.runs import dag_run_page
 
-RANGE_DAG = "lakehouse_backfill_range"
-
 
 def _login_required() -> Any:
     """The dependency Airflow's own UI pages use: a valid login, any role."""

@@ -110,95 +110,167 @@ def _join(separator: str, parts: list[Column]) -> Column:
 def parse_landing_lines(
     source: Source, max_line_bytes: int, future_tolerance: dt.timedelta
 ) -> Callable[[DataFrame], DataFrame]:
-    names = (*source.fields, *source.optional_fields)
+    """The transform of a source's landing lines: its fields, typed, and a reason for a
+    line it rejects (`_reject_reason`), one row per line."""
 
     def transform(lines: DataFrame) -> DataFrame:
-        value = F.col("value")
-        is_utf8, size = F.col("_utf8"), F.col("_size")
         bookkeeping = [name for name in lines.columns if name != "value"]
-
-        # Every function of the line and of its parsed document, computed once
-        # per line here: the rules below refer to each several times.
-        with_doc = lines.select(
-            "value",
-            *bookkeeping,
-            F.expr("is_valid_utf8(value)").alias("_utf8"),
-            F.octet_length(value).alias("_size"),
-        ).withColumn(
-            "_doc",
-            F.when(is_utf8 & (size <= max_line_bytes), F.expr("try_parse_json(value)")),
+        fields = _Fields(source)
+        checks = fields.checks(future_tolerance)
+        # The reason is built only for a line with a problem: the messages (format
+        # strings, lists of fields) cost more than all the tests together.
+        line_ok = F.col("_doc").isNotNull() & F.col("_doc_type").startswith("OBJECT")
+        no_problem = ~reduce(operator.or_, [F.coalesce(cond, F.lit(False)) for cond, _ in checks])
+        reason = F.when(line_ok & no_problem, F.lit(None).cast("string")).otherwise(
+            F.coalesce(_line_reason(max_line_bytes), _problems(checks))
         )
-        with_doc = with_doc.withColumn("_doc_type", F.expr("schema_of_variant(_doc)"))
-        # A document of the source's fields and nothing else, every one a string, is
-        # the common case: its fields' types are known from its own type at once.
-        expected = F.col("_doc_type").isin(*plain_document_types(source))
-        with_doc = with_doc.select(
-            "*",
-            *[
-                F.when(expected, F.lit("STRING")).otherwise(_json_type(name)).alias(f"_type_{name}")
-                for name in names
-            ],
-            *[
-                F.expr(f"try_variant_get(_doc, '$.{name}', 'string')").alias(f"_text_{name}")
-                for name in names
-            ],
-        )
-        doc_type = F.col("_doc_type")
-        line_reason = (
-            F.when(~is_utf8, F.lit("not valid UTF-8"))
-            .when(
-                size > max_line_bytes,
-                F.format_string(f"line too long: %d bytes (limit {max_line_bytes})", size),
-            )
-            .when(F.trim(value) == "", F.lit("empty line"))
-            .when(
-                F.col("_doc").isNull() & value.rlike(LONE_SURROGATE),
-                F.lit("not valid JSON (a \\u escape of a lone UTF-16 surrogate)"),
-            )
-            .when(F.col("_doc").isNull(), F.lit("not valid JSON (syntax error or duplicate key)"))
-            .when(
-                ~doc_type.startswith("OBJECT"),
-                F.concat(
-                    F.lit("not a JSON object: got "),
-                    F.lower(F.regexp_extract(doc_type, "^[A-Z]+", 0)),
+        value, is_utf8, size = F.col("value"), F.col("_utf8"), F.col("_size")
+        raw = F.when(~is_utf8, F.expr("make_valid_utf8(value)")).otherwise(value)
+        rejected = reason.isNotNull()
+        return _with_document(lines, source, max_line_bytes).select(
+            *[fields.text[n].alias(n) for n in source.string_fields],
+            # Typed only when accepted: a rejected line's "timestamp" may be any string.
+            F.when(reason.isNull(), fields.event_time).alias(EVENT_TIME),
+            # Optional: null when missing, null or blank.
+            *[F.when(fields.is_string[n], fields.text[n]).alias(n) for n in source.optional_fields],
+            reason.alias("_reject_reason"),
+            # The line itself for the quarantine only: bronze keeps the parsed fields,
+            # and an accepted line's text would double what a micro-batch holds.
+            F.when(
+                rejected,
+                F.when(size > max_line_bytes, F.substring(raw, 1, RAW_PREVIEW_CHARS)).otherwise(
+                    raw
                 ),
-            )
+            ).alias("raw"),
+            F.when(
+                rejected & ~is_utf8 & (size <= max_line_bytes), F.base64(value.cast("binary"))
+            ).alias("raw_base64"),
+            *bookkeeping,
         )
 
-        types = {name: F.col(f"_type_{name}") for name in names}
-        text = {name: F.col(f"_text_{name}") for name in names}
+    return transform
+
+
+def _with_document(lines: DataFrame, source: Source, max_line_bytes: int) -> DataFrame:
+    """The lines with every function of the line and of its parsed document, computed
+    once per line: the rules refer to each several times. `_doc`: the line parsed
+    into a VARIANT (null: not JSON, or not UTF-8, or too long); `_type_<field>` and
+    `_text_<field>`: each field's JSON type and its value as a string."""
+    value = F.col("value")
+    is_utf8, size = F.col("_utf8"), F.col("_size")
+    bookkeeping = [name for name in lines.columns if name != "value"]
+    names = (*source.fields, *source.optional_fields)
+    with_doc = lines.select(
+        "value",
+        *bookkeeping,
+        F.expr("is_valid_utf8(value)").alias("_utf8"),
+        F.octet_length(value).alias("_size"),
+    ).withColumn(
+        "_doc",
+        F.when(is_utf8 & (size <= max_line_bytes), F.expr("try_parse_json(value)")),
+    )
+    with_doc = with_doc.withColumn("_doc_type", F.expr("schema_of_variant(_doc)"))
+    # A document of the source's fields and nothing else, every one a string, is
+    # the common case: its fields' types are known from its own type at once.
+    expected = F.col("_doc_type").isin(*plain_document_types(source))
+    return with_doc.select(
+        "*",
+        *[
+            F.when(expected, F.lit("STRING")).otherwise(_json_type(name)).alias(f"_type_{name}")
+            for name in names
+        ],
+        *[
+            F.expr(f"try_variant_get(_doc, '$.{name}', 'string')").alias(f"_text_{name}")
+            for name in names
+        ],
+    )
+
+
+def _line_reason(max_line_bytes: int) -> Column:
+    """Why the line as a whole is rejected, before its fields are looked at; null when
+    it is a JSON object."""
+    value, is_utf8, size, doc_type = (
+        F.col("value"), F.col("_utf8"), F.col("_size"), F.col("_doc_type")
+    )  # fmt: skip
+    return (
+        F.when(~is_utf8, F.lit("not valid UTF-8"))
+        .when(
+            size > max_line_bytes,
+            F.format_string(f"line too long: %d bytes (limit {max_line_bytes})", size),
+        )
+        .when(F.trim(value) == "", F.lit("empty line"))
+        .when(
+            F.col("_doc").isNull() & value.rlike(LONE_SURROGATE),
+            F.lit("not valid JSON (a \\u escape of a lone UTF-16 surrogate)"),
+        )
+        .when(F.col("_doc").isNull(), F.lit("not valid JSON (syntax error or duplicate key)"))
+        .when(
+            ~doc_type.startswith("OBJECT"),
+            F.concat(
+                F.lit("not a JSON object: got "),
+                F.lower(F.regexp_extract(doc_type, "^[A-Z]+", 0)),
+            ),
+        )
+    )
+
+
+class _Fields:
+    """A source's fields in a document (`_with_document`'s columns), and the rules on them."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        names = (*source.fields, *source.optional_fields)
+        self.types = {name: F.col(f"_type_{name}") for name in names}
+        self.text = {name: F.col(f"_text_{name}") for name in names}
         # An empty or blank string is as good as no value (docs/contract.md, section 7):
         # otherwise every event with `"event_id": ""` would be one event to dedup.
-        blank = {name: text[name].rlike(BLANK) for name in names}
-        missing = {
-            name: types[name].isNull() | (types[name] == "VOID") | blank[name] for name in names
+        blank = {name: self.text[name].rlike(BLANK) for name in names}
+        self.missing = {
+            name: self.types[name].isNull() | (self.types[name] == "VOID") | blank[name]
+            for name in names
         }
         # A string with a value: the rules on a field's content apply to these only.
-        is_string = {name: (types[name] == "STRING") & ~blank[name] for name in names}
+        self.is_string = {name: (self.types[name] == "STRING") & ~blank[name] for name in names}
+        self.event_time = self.text[EVENT_TIME].try_cast("timestamp")
 
-        missing_list = _join(", ", [F.when(missing[n], F.lit(n)) for n in source.fields])
-        event_time = text[EVENT_TIME].try_cast("timestamp")
-        time_text = _preview(text[EVENT_TIME])
-        is_timestamp = is_string[EVENT_TIME] & text[EVENT_TIME].rlike(ISO_TIMESTAMP)
+    def checks(self, future_tolerance: dt.timedelta) -> list[tuple[Column, Column]]:
+        """Every field rule, as (the line breaks it, the message)."""
+        source, text, types = self.source, self.text, self.types
+        missing_list = _join(", ", [F.when(self.missing[n], F.lit(n)) for n in source.fields])
+        checks: list[tuple[Column, Column]] = [
+            (missing_list != "", F.concat(F.lit("missing required field(s): "), missing_list))
+        ]
+        checks += [
+            (
+                ~self.missing[n] & (types[n] != "STRING"),
+                F.format_string(f"field '{n}' must be a string, got %s", _kind(types[n])),
+            )
+            for n in (*source.fields, *source.optional_fields)
+        ]
+        checks += self._time_checks(future_tolerance)
+        for name, allowed in source.enums.items():
+            checks.append(
+                (
+                    self.is_string[name] & ~text[name].isin(*allowed),
+                    F.format_string(
+                        f"unknown {name} '%s' (expected one of {', '.join(allowed)})",
+                        _preview(text[name]),
+                    ),
+                )
+            )
+        return checks
+
+    def _time_checks(self, future_tolerance: dt.timedelta) -> list[tuple[Column, Column]]:
+        """The event time: an ISO-8601 timestamp, from EARLIEST_EVENT_TIME to the
+        ingestion plus the future tolerance."""
+        event_time, time_text = self.event_time, _preview(self.text[EVENT_TIME])
+        is_timestamp = self.is_string[EVENT_TIME] & self.text[EVENT_TIME].rlike(ISO_TIMESTAMP)
         latest = F.col("_ingested_at") + F.expr(
             f"INTERVAL {int(future_tolerance.total_seconds())} SECONDS"
         )
-        checks: list[tuple[Column, Column]] = [
+        return [
             (
-                missing_list != "",
-                F.concat(F.lit("missing required field(s): "), missing_list),
-            )
-        ]
-        checks += [
-            (
-                ~missing[n] & (types[n] != "STRING"),
-                F.format_string(f"field '{n}' must be a string, got %s", _kind(types[n])),
-            )
-            for n in names
-        ]
-        checks += [
-            (
-                is_string[EVENT_TIME] & (~is_timestamp | event_time.isNull()),
+                self.is_string[EVENT_TIME] & (~is_timestamp | event_time.isNull()),
                 F.format_string(
                     f"bad timestamp in '{EVENT_TIME}': '%s' (expected ISO-8601 with offset, "
                     "e.g. 2026-11-01T12:34:56.789Z)",
@@ -222,48 +294,6 @@ def parse_landing_lines(
                 ),
             ),
         ]
-        for name, allowed in source.enums.items():
-            checks.append(
-                (
-                    is_string[name] & ~text[name].isin(*allowed),
-                    F.format_string(
-                        f"unknown {name} '%s' (expected one of {', '.join(allowed)})",
-                        _preview(text[name]),
-                    ),
-                )
-            )
-        # The reason is built only for a line with a problem: the messages (format
-        # strings, lists of fields) cost more than all the tests together.
-        line_ok = F.col("_doc").isNotNull() & doc_type.startswith("OBJECT")
-        no_problem = ~reduce(operator.or_, [F.coalesce(cond, F.lit(False)) for cond, _ in checks])
-        reason = F.when(line_ok & no_problem, F.lit(None).cast("string")).otherwise(
-            F.coalesce(line_reason, _problems(checks))
-        )
-
-        raw = F.when(~is_utf8, F.expr("make_valid_utf8(value)")).otherwise(value)
-        rejected = reason.isNotNull()
-        return with_doc.select(
-            *[text[n].alias(n) for n in source.string_fields],
-            # Typed only when accepted: a rejected line's "timestamp" may be any string.
-            F.when(reason.isNull(), event_time).alias(EVENT_TIME),
-            # Optional: null when missing, null or blank.
-            *[F.when(is_string[n], text[n]).alias(n) for n in source.optional_fields],
-            reason.alias("_reject_reason"),
-            # The line itself for the quarantine only: bronze keeps the parsed fields,
-            # and an accepted line's text would double what a micro-batch holds.
-            F.when(
-                rejected,
-                F.when(size > max_line_bytes, F.substring(raw, 1, RAW_PREVIEW_CHARS)).otherwise(
-                    raw
-                ),
-            ).alias("raw"),
-            F.when(
-                rejected & ~is_utf8 & (size <= max_line_bytes), F.base64(value.cast("binary"))
-            ).alias("raw_base64"),
-            *bookkeeping,
-        )
-
-    return transform
 
 
 def _hours(span: dt.timedelta) -> str:
