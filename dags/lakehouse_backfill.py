@@ -33,13 +33,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from airflow.sdk import DAG, CronTriggerTimetable, chain, task
+from airflow.sdk import DAG, chain, task
 
 from lakehouse.orchestration import (
     DEFAULT_ARGS,
     TAGS,
     backfill_tasks,
     described,
+    nightly,
     nightly_request,
     request_commands,
 )
@@ -49,8 +50,8 @@ with DAG(
         "lakehouse_backfill", "nightly: recompute the dates that received late data, validate, diff"
     ),
     # A run at each UTC midnight, its data interval the day that ended. Without a start
-    # date, the first is the next midnight (the timetable's run_immediately=False).
-    schedule=CronTriggerTimetable("0 0 * * *", timezone="UTC", interval=dt.timedelta(days=1)),
+    # date, the first is the next midnight (`nightly`: whatever the hour it is deployed).
+    schedule=nightly("0 0 * * *", interval=dt.timedelta(days=1)),
     # A nightly job runs nightly once deployed, and its trigger dialog has no "Unpause"
     # box (ticked by default, it also started the scheduled run of the day that ended).
     is_paused_upon_creation=False,

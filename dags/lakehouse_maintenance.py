@@ -21,14 +21,21 @@ import datetime as dt
 
 from airflow.sdk import DAG
 
-from lakehouse.orchestration import DEFAULT_ARGS, TAGS, WRITERS_POOL, described, lakehouse_submit
+from lakehouse.orchestration import (
+    DEFAULT_ARGS,
+    TAGS,
+    WRITERS_POOL,
+    described,
+    lakehouse_submit,
+    nightly,
+)
 
 with DAG(
     **described(
         "lakehouse_maintenance",
         "compact and vacuum every Delta table, expire old reports, validate whole tables",
     ),
-    schedule="0 3 * * *",
+    schedule=nightly("0 3 * * *"),
     # Runs each night once deployed, the first at the next 03:00 (no start date); its
     # trigger dialog has no "Unpause" box, which also started the night's missed run.
     is_paused_upon_creation=False,

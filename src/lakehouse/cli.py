@@ -309,7 +309,7 @@ def _blocked(outcome: RunOutcome) -> int:
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from lakehouse.drivers.pipeline import run_pipeline
-    from lakehouse.quality import gate
+    from lakehouse.quality import runner
     from lakehouse.quality.results import results_path
     from lakehouse.runtime.monitoring import event_log_path
     from lakehouse.runtime.runs import new_run_id
@@ -326,7 +326,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         _echo(f"spark {spark.version} master={spark.sparkContext.master} ({startup[0]:.1f} s)")
         return spark
 
-    gate.preload()
+    runner.preload()
     spark = cast("SparkSession", LazySpark(start_spark))
     layers = in_order(args.layer, LAYERS)
     outcome = run_pipeline(spark, settings, new_run_id(), echo=_echo, layers=layers)
@@ -344,10 +344,10 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
     from lakehouse.drivers.pipeline import validate_tables
-    from lakehouse.quality import gate
+    from lakehouse.quality import runner
     from lakehouse.runtime.spark import get_spark
 
-    gate.preload()
+    runner.preload()
     spark = get_spark(settings, app_name="lakehouse-validate", streaming=False)
     layers = in_order(args.layer, LAYERS)
     outcome = validate_tables(spark, settings, layers, echo=_echo, whole_table=not args.new_rows)

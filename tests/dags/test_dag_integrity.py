@@ -240,10 +240,38 @@ def test_a_nightly_dag_runs_once_deployed_from_its_next_night_and_has_no_unpause
     # Unpaused: the trigger dialog shows no "Unpause" box, whose ticking also started
     # the night's scheduled run besides the click's.
     assert dag.is_paused_upon_creation is False
-    # No start date and no run_immediately: the first scheduled run is the next night.
+    # No start date: the first scheduled run is the next night (below).
     assert dag.start_date is None
     assert isinstance(dag.timetable, CronTriggerTimetable)
-    assert dag.timetable.run_immediately is False
+
+
+@pytest.mark.parametrize("dag_id", ["lakehouse_backfill", "lakehouse_maintenance"])
+@pytest.mark.parametrize("hours_after", [0.02, 0.3, 2.3, 12.0, 23.9])
+def test_a_nightly_dag_deployed_at_any_hour_first_runs_the_next_night(
+    bag, dag_id, hours_after, monkeypatch
+):
+    """The scheduler's own timetable (serialized and read back, as the scheduler reads it), asked
+    for the first run of a DAG deployed `hours_after` its last scheduled time.
+
+    Airflow's cron timetable runs that last time at once when the DAG arrives within a
+    tenth of the interval after it (2.4 hours for a nightly DAG) unless `run_immediately`
+    is a time span; `False` does not turn it off. A live Airflow started at 00:19 UTC
+    ran the nightly backfill at deployment."""
+    from airflow.serialization.decoders import decode_timetable
+    from airflow.serialization.encoders import encode_timetable
+    from airflow.timetables import trigger
+    from airflow.timetables.base import TimeRestriction
+
+    timetable = decode_timetable(encode_timetable(bag.dags[dag_id].timetable))
+    hour = int(bag.dags[dag_id].timetable.expression.split()[1])
+    night = dt.datetime(2026, 12, 7, hour, tzinfo=dt.UTC)
+    deployed = night + dt.timedelta(hours=hours_after)
+    monkeypatch.setattr(trigger, "utcnow", lambda: deployed)
+    first = timetable.next_dagrun_info(
+        last_automated_data_interval=None,
+        restriction=TimeRestriction(earliest=None, latest=None, catchup=False),
+    )
+    assert first is not None and first.run_after == night + dt.timedelta(days=1), first
 
 
 def test_the_nightly_backfill_has_whole_day_intervals_and_no_form(bag):

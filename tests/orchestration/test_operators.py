@@ -23,8 +23,8 @@ from lakehouse.orchestration.operators import (
     Refused,
     asset_table,
 )
-from lakehouse.quality.gate import Outcome
 from lakehouse.quality.results import LayerCheck, TableCheck
+from lakehouse.quality.runner import Outcome
 from lakehouse.reports.outcome import RunOutcome
 from lakehouse.reports.pages import write_run_report
 from lakehouse.runtime.settings import Settings

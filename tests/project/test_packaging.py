@@ -107,7 +107,7 @@ def test_great_expectations_is_imported_only_when_validating():
 
     code = (
         "import sys, lakehouse.cli, lakehouse.drivers.pipeline, lakehouse.quality.validate, "
-        "lakehouse.quality.gate; "
+        "lakehouse.quality.runner; "
         "print(any(m.split('.')[0] == 'great_expectations' for m in sys.modules))"
     )
     done = subprocess.run(

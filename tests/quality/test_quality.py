@@ -26,9 +26,9 @@ from lakehouse.catalog import LAYERS, SOURCES
 from lakehouse.drivers.pipeline import run_pipeline, validate_tables
 from lakehouse.errors import EXIT_BLOCKED
 from lakehouse.quality.derived import DERIVED_CHECKS, RECONCILIATION
-from lakehouse.quality.gate import QualityGate
 from lakehouse.quality.ledger import ledger_path
 from lakehouse.quality.results import results_path
+from lakehouse.quality.runner import QualityGate
 from lakehouse.quality.scopes import pandas_frame
 from lakehouse.quality.suite import SQL_RULE, Suite, load_suites
 from lakehouse.quality.validate import LAYER_CHECKS, suite_parameters

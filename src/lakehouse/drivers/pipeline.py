@@ -31,8 +31,8 @@ from lakehouse.catalog.schemas import table_schema
 from lakehouse.drivers.bronze import bronze_queries
 from lakehouse.drivers.late import ensure_late_dates
 from lakehouse.drivers.tables import refuse_changed_rules, run_table
-from lakehouse.quality.gate import QualityGate
 from lakehouse.quality.results import last_passed_versions
+from lakehouse.quality.runner import QualityGate
 from lakehouse.quality.scopes import fits_an_arrow_copy
 from lakehouse.quality.validate import LayerValidation, tables_written_by
 from lakehouse.reports.outcome import RunOutcome

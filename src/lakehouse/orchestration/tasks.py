@@ -78,6 +78,21 @@ def described(dag_id: str, description: str) -> dict[str, str]:
     }
 
 
+def nightly(cron: str, interval: dt.timedelta = dt.timedelta(0)) -> Any:
+    """A nightly DAG's timetable: a run at each `cron` time (UTC), the first at the next
+    one after the DAG is deployed, whatever the hour.
+
+    Airflow's cron timetable, without a start date, runs the last cron time at once when
+    the DAG arrives within a tenth of the interval after it (2.4 hours for a nightly DAG),
+    unless `run_immediately` is a time span: `False`, its default, does not turn that
+    off. A span of zero does."""
+    from airflow.sdk import CronTriggerTimetable
+
+    return CronTriggerTimetable(
+        cron, timezone="UTC", interval=interval, run_immediately=dt.timedelta(0)
+    )
+
+
 def incremental_schedule() -> str | None:
     """The incremental DAG's cron schedule (`LAKEHOUSE_INCREMENTAL_SCHEDULE`); None for
     `none`: manual runs only."""

@@ -2,7 +2,7 @@
 
 - `suite`: a table's suite (`src/lakehouse/quality/suites/`), read, checked and
   rendered with the catalog's rules;
-- `gate`: Great Expectations as the engine that runs them, with Data Docs
+- `runner`: Great Expectations as the engine that runs them (`QualityGate`), with Data Docs
   (`data_docs`: their pages made inert);
 - `validate`: a layer's checkpoint, table by table, each with its suite's scopes;
 - `scopes`: which rows each scope sees, and how they are read;
@@ -15,9 +15,9 @@
 __all__ = [
     "data_docs",
     "derived",
-    "gate",
     "ledger",
     "results",
+    "runner",
     "scopes",
     "suite",
     "validate",

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.catalog import LATE_DROPS_COLUMNS, RECONCILIATION_COLUMNS, SOURCES
 from lakehouse.catalog.schemas import struct
-from lakehouse.quality.gate import QualityGate
 from lakehouse.quality.ledger import ledger_path
 from lakehouse.quality.results import TableCheck, reconciliation_last_passed
+from lakehouse.quality.runner import QualityGate
 from lakehouse.quality.suite import Suite
 from lakehouse.runtime.progress import StageResult
 from lakehouse.runtime.settings import Settings

@@ -9,7 +9,7 @@ format asks for. `expect_query_to_return_no_rows` is the same expectation
 gate shows a failure's first rows itself (`QualityGate._unexpected_rows`).
 
 Importing this module registers it with GX (expectations register themselves
-when their class is defined); the gate imports it before building any suite.
+when their class is defined); the runner imports it before building any suite.
 """
 
 from __future__ import annotations

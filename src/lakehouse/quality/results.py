@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.catalog import Layer
 from lakehouse.catalog.schemas import meta_schema
-from lakehouse.quality.gate import Outcome
+from lakehouse.quality.runner import Outcome
 from lakehouse.runtime.settings import Settings
 from lakehouse.storage.delta import append_rows, is_delta_table
 from lakehouse.storage.delta.log import query

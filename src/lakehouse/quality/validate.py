@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.catalog import LAYERS, Layer, bronze_tables, sql_parameters, tables_in
 from lakehouse.quality.derived import DERIVED_CHECKS, LATE_DROPS, RECONCILIATION, check_derived
-from lakehouse.quality.gate import Outcome, QualityGate
 from lakehouse.quality.results import LayerCheck, TableCheck, record_results
+from lakehouse.quality.runner import Outcome, QualityGate
 from lakehouse.quality.scopes import (
     CACHE_MAX_ROWS,
     ArrowRows,

@@ -4,7 +4,7 @@
   earlier version, as a Spark DataFrame; `Snapshot`: a version as its log describes
   it, and the data files it gained since an earlier one (`DataFiles`: their rows,
   dates, largest values, read with pyarrow or Spark), asked by the checks and the
-  run's report (`lakehouse.storage.delta.tables`).
+  run's report (`lakehouse.storage.delta.reads`).
 - `append`, `merge_upsert`, `replace_range`, `replace_dates`, `replace_table`, `append_rows`:
   writes, each one atomic commit, each safe to repeat (`lakehouse.storage.delta.writes`;
   `append_rows`, bookkeeping, commits with delta-rs on a local data root).
@@ -14,7 +14,7 @@
 """
 
 from lakehouse.storage.delta.log import is_delta_table, latest_version
-from lakehouse.storage.delta.tables import DataFiles, Snapshot, read_added_since, read_table
+from lakehouse.storage.delta.reads import DataFiles, Snapshot, read_added_since, read_table
 from lakehouse.storage.delta.writes import (
     append,
     append_rows,
