@@ -161,6 +161,16 @@ class LocalAirflow:
             f"the api-server on {self.url}",
             services,
         )
+        # The task execution API (Cadwyn) builds its versioned routes on its first request,
+        # on the api-server's event loop: 10-35 s on two busy cores, during which the whole
+        # api-server answers nothing. Left to the first task, that stall outlasts the task's
+        # start-up retries and kills its first attempt; so it is paid here, before any run.
+        processes.wait_until(
+            lambda: processes.http_ok(f"{self.url}/execution/health"),
+            timeout,
+            f"the task execution API on {self.url}/execution",
+            services,
+        )
         return services
 
     def stop(self) -> list[str]:
