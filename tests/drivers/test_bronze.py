@@ -16,7 +16,7 @@ from lakehouse.drivers.bronze import run_bronze
 from lakehouse.drivers.recovery import recover_bronze
 from lakehouse.samples.generate import GeneratorConfig, generate
 from lakehouse.storage.landing import file_uri
-from tests.helpers import delta_count, delta_rows, delta_table, landing_lines
+from tests.helpers import delta_count, delta_rows, delta_table, landing_lines, run_in_process
 
 # Where a row came from.
 WHERE = ["_source_file", "_source_line"]
@@ -242,3 +242,54 @@ def test_a_new_optional_field_flows_into_bronze_without_breaking_anything(
     assert reason == ("field 'referrer' must be a string, got bigint",)
     bronze = delta_table(settings.table("bronze", "clicks")).column_names
     assert bronze[-1] == "referrer" and "_source_file" in bronze
+
+
+def test_fields_the_catalog_does_not_declare_are_kept_counted_reported_and_warned(spark, settings):
+    """A producer adds fields: each accepted line keeps them in bronze's `_extra_fields`
+    (values as sent, nested and null ones too), the run says so once per field with
+    its lines and the first line's place, and the bronze checks warn without blocking.
+    A declared field sent as a number or an array is quarantined, as before, and the
+    run says so too."""
+    impressions = settings.landing / "impressions"
+    impressions.mkdir(parents=True)
+    sent = [
+        _impression(1),
+        _impression(2) | {"placement": "feed"},
+        _impression(3) | {"placement": "story", "slot": {"row": 2, "col": [1, None]}, "n": None},
+        _impression(4) | {"ad_id": 7},
+        _impression(5) | {"placement": 3, "campaign_id": ["c"]},
+    ]
+    (impressions / "drift.jsonl").write_text("".join(json.dumps(line) + "\n" for line in sent))
+
+    done = run_in_process("run", "--layer", "bronze", "--data-root", str(settings.data_root))
+
+    assert done.returncode == 0, done.stderr
+    declared = set(SOURCES["impressions"].fields)
+    kept = delta_rows(settings.table("bronze", "impressions"), ["impression_id", "_extra_fields"])
+    assert {key: extra and json.loads(extra) for key, extra in kept} == {
+        line["impression_id"]: {k: v for k, v in line.items() if k not in declared} or None
+        for line in sent[:3]
+    }
+    assert delta_count(settings.table("quarantine", "impressions")) == 2  # 5 lines = 3 + 2
+    where = "landing/impressions/drift.jsonl"
+    drift = [line.strip() for line in done.stdout.splitlines() if "drift:" in line]
+    assert drift == [
+        "drift: field 'ad_id' sent as bigint instead of a string in 1 line(s), quarantined; "
+        f"first at {where}:4",
+        "drift: field 'campaign_id' sent as array instead of a string in 1 line(s), "
+        f"quarantined; first at {where}:5",
+        "drift: undeclared field 'n' (null) in 1 line(s), kept in bronze's _extra_fields; "
+        f"first at {where}:3",
+        "drift: undeclared field 'placement' (string) in 2 line(s), kept in bronze's "
+        f"_extra_fields; first at {where}:2",
+        "drift: undeclared field 'slot' (object) in 1 line(s), kept in bronze's "
+        f"_extra_fields; first at {where}:3",
+    ]
+    warnings = [
+        line.strip().split(":", 1)[0]
+        for line in done.stdout.splitlines()
+        if line.strip().startswith("warning") and "impressions" in line
+    ]
+    assert warnings == ["warning  bronze/impressions"]
+    assert "expect_column_values_to_be_null(_extra_fields): 2 of 3 rows" in done.stdout
+    assert "0 blocking failed" in done.stdout and "run passed with warnings" in done.stdout

@@ -173,6 +173,12 @@ Columns = tuple[tuple[str, str], ...]
 
 # Bronze's bookkeeping columns, after a source's event fields (`schemas.bronze_schema`).
 BRONZE_BOOKKEEPING: Columns = (("_ingested_at", TIMESTAMP), ("_source_file", STRING))
+# Bronze's column of what a line held beyond its source's fields: the JSON text of an
+# object of those fields and their values (null: nothing more). A string, not a VARIANT:
+# a VARIANT column raises the table's protocol to reader 3 with the `variantType`
+# feature, and the `deltalake` package (1.6) reads its values as two opaque binaries
+# (docs/bronze.md). After `_source_line`, where `ensure_table` adds it to older tables.
+EXTRA_FIELDS = "_extra_fields"
 # A quarantined line: its text, why, and where it came from. `raw_base64` holds the
 # exact bytes, base64-encoded, when the line is not valid UTF-8 (`raw` then shows it
 # with replacement characters); it is the one column that may be empty.

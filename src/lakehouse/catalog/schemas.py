@@ -1,8 +1,9 @@
 """Spark schemas of every table, derived from the catalog (src/lakehouse/catalog/__init__.py).
 
 Explicit `StructType`s, never inferred: a source's event fields (strings and
-`event_time`), bronze (those plus `_ingested_at`, `_source_file` and the
-Kafka columns), quarantine, and each silver and gold table's columns.
+`event_time`), bronze (those plus `_ingested_at`, `_source_file`, the
+Kafka columns, `_source_line` and `_extra_fields`), quarantine, and each silver
+and gold table's columns.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pyspark.sql import types as T
 from lakehouse.catalog import (
     BRONZE_BOOKKEEPING,
     EVENT_TIME,
+    EXTRA_FIELDS,
     META_TABLES,
     QUARANTINE_COLUMNS,
     Columns,
@@ -71,6 +73,7 @@ def bronze_schema(source: Source) -> T.StructType:
             *struct(BRONZE_BOOKKEEPING).fields,
             *KAFKA_COLUMNS,
             SOURCE_LINE,
+            T.StructField(EXTRA_FIELDS, T.StringType()),
             *(T.StructField(name, T.StringType()) for name in source.optional_fields),
         ]
     )

@@ -36,10 +36,15 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from lakehouse.catalog import SOURCES, Source
-from lakehouse.catalog.schemas import KAFKA_COLUMNS, QUARANTINE_SCHEMA, SOURCE_LINE, bronze_schema
+from lakehouse.catalog import EXTRA_FIELDS, SOURCES, Source
+from lakehouse.catalog.schemas import (
+    KAFKA_COLUMNS,
+    QUARANTINE_SCHEMA,
+    SOURCE_LINE,
+    bronze_schema,
+)
 from lakehouse.drivers.streaming import run_available_now
-from lakehouse.errors import LakehouseError
+from lakehouse.errors import LakehouseError, printable
 from lakehouse.quality.ledger import ensure_ledger, record_lines_read
 from lakehouse.runtime.progress import StageResult
 from lakehouse.runtime.settings import Settings
@@ -68,7 +73,8 @@ from lakehouse.storage.landing import (
 )
 from lakehouse.storage.objects import Root, location, remove_tree
 from lakehouse.storage.streams import StreamSink
-from lakehouse.transforms.landing import parse_landing_lines
+from lakehouse.transforms.landing import RETYPED, drift, parse_landing_lines
+from lakehouse.transforms.silver import ARRIVAL_ORDER
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -125,6 +131,7 @@ class BronzeWriter:
         self.skip_files = skip_files or {}
         self.skip_offsets = skip_offsets or {}
         self.lines_read = 0
+        self.drift = Drift()
 
     @property
     def tables(self) -> list[Root]:
@@ -161,7 +168,9 @@ class BronzeWriter:
         # caching it in memory ran a 1 GiB file out of a 1 GiB heap.
         batch.persist(StorageLevel.DISK_ONLY)
         try:
-            numbered, by_outcome = _numbered(batch)
+            numbered, by_outcome, drifted = _numbered(batch)
+            if drifted:
+                self.drift.add(numbered)
             accepted = self._new_lines(numbered.where(F.col("_reject_reason").isNull()), "bronze")
             rejected = self._new_lines(
                 numbered.where(F.col("_reject_reason").isNotNull()).withColumnRenamed(
@@ -195,6 +204,7 @@ class BronzeWriter:
     def finish(self, result: StageResult) -> StageResult:
         # Spark counts the files (or messages) of each batch; the lines are what bronze reports.
         result.rows_in = self.lines_read
+        result.notices += self.drift.notices(self.settings)
         result.rows_out = {
             "bronze": self.bronze.rows_written,
             "quarantine": self.quarantine.rows_written,
@@ -202,14 +212,69 @@ class BronzeWriter:
         return result
 
 
-def _numbered(batch: DataFrame) -> tuple[DataFrame, dict[bool, int]]:
+class Drift:
+    """The fields of a source's lines the catalog does not expect, over a run's batches:
+    per field, the lines that held it undeclared (kept in bronze's `_extra_fields`) or as
+    another JSON type than the declared string (quarantined), their JSON types, and
+    the first such line's location."""
+
+    def __init__(self) -> None:
+        # (kind, field) -> lines, JSON types, first location
+        self.fields: dict[tuple[str, str], tuple[int, set[str], str]] = {}
+
+    def add(self, numbered: DataFrame) -> None:
+        """Count a micro-batch's drift (one job, on lines that hold some)."""
+        location = F.concat_ws(":", "_source_file", F.col(SOURCE_LINE.name).cast("string"))
+        items = numbered.select(
+            F.explode(drift(F.col(EXTRA_FIELDS), F.col("_reject_reason"))).alias("item"),
+            F.struct(*ARRIVAL_ORDER, location.alias("at")).alias("arrival"),
+        )
+        found = (
+            items.groupBy("item.kind", "item.field")
+            .agg(
+                F.count(F.lit(1)).alias("lines"),
+                F.collect_set("item.type").alias("types"),
+                F.min("arrival").alias("earliest"),
+            )
+            .collect()
+        )
+        for row in found:
+            lines, types, first = self.fields.get((row["kind"], row["field"]), (0, set(), ""))
+            self.fields[(row["kind"], row["field"])] = (
+                lines + row["lines"],
+                types | set(row["types"]),
+                first or row["earliest"]["at"],
+            )
+
+    def notices(self, settings: Settings) -> list[str]:
+        """One line per field, for the run's output, report and Airflow note."""
+        root = str(settings.data_root).rstrip("/") + "/"
+        said = []
+        for (kind, name), (lines, found, first) in sorted(self.fields.items()):
+            at = first.split(root, 1)[-1]
+            types = sorted("null" if json == "void" else json for json in found)
+            what = (
+                f"undeclared field '{name}' ({', '.join(types)})"
+                f" in {lines:,} line(s), kept in bronze's {EXTRA_FIELDS}"
+                if kind == "undeclared"
+                else f"field '{name}' sent as {', '.join(types)} instead of a string"
+                f" in {lines:,} line(s), quarantined"
+            )
+            said.append(f"drift: {what}; first at {printable(at)}")
+        return said
+
+
+def _numbered(batch: DataFrame) -> tuple[DataFrame, dict[bool, int], int]:
     """The persisted parser's output with `_source_line` (a landing line's number in its
-    file; null for a Kafka message), and its lines accepted (True) and rejected
-    (False): one job, which for landing lines counts each file split's lines and finds
-    its first row (`line_numbers`)."""
+    file; null for a Kafka message), its lines accepted (True) and rejected (False), and
+    how many hold drift (`Drift`): one job, which for landing lines counts each file
+    split's lines and finds its first row (`line_numbers`)."""
     counted = [
         F.count(F.lit(1)).alias("lines"),
         F.count_if(F.col("_reject_reason").isNull()).alias("accepted"),
+        F.count_if(F.col(EXTRA_FIELDS).isNotNull() | F.col("_reject_reason").rlike(RETYPED)).alias(
+            "drifted"
+        ),
     ]
     start, row = LINE_POSITION
     if start not in batch.columns:  # Kafka messages
@@ -226,7 +291,8 @@ def _numbered(batch: DataFrame) -> tuple[DataFrame, dict[bool, int]]:
         ]
         numbered = line_numbers(batch, splits)
     accepted = sum(group["accepted"] for group in groups)
-    return numbered, {True: accepted, False: sum(group["lines"] for group in groups) - accepted}
+    lines = sum(group["lines"] for group in groups)
+    return numbered, {True: accepted, False: lines - accepted}, sum(g["drifted"] for g in groups)
 
 
 def run_bronze_source(spark: SparkSession, settings: Settings, source: Source) -> StageResult:

@@ -3,7 +3,8 @@
 Input: one row per line, `value` (the line's bytes as Spark read them),
 `_source_file` and `_ingested_at` (when the driver planned the micro-batch),
 and any other bookkeeping columns (a Kafka message's topic, partition and
-offset). Output: the source's typed fields, `_reject_reason` (null for an
+offset). Output: the source's typed fields, `_extra_fields` (an accepted line's
+fields the catalog does not declare, as a JSON object), `_reject_reason` (null for an
 accepted line), `raw` / `raw_base64` for the quarantine (null for an accepted
 line), and the input's columns other than `value` unchanged.
 
@@ -34,7 +35,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from lakehouse.catalog import EVENT_TIME, Source
+from lakehouse.catalog import EVENT_TIME, EXTRA_FIELDS, Source
 
 # ISO-8601 date-time with seconds and a UTC offset; fractions up to nanoseconds.
 ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
@@ -59,6 +60,35 @@ REASON_CLASS = (
     r"^(missing required field\(s\)|unknown [a-z_]+|field '[a-z_]+' must be a string"
     r"|bad timestamp in '[a-z_]+'|[^:;(]+)"
 )
+
+
+# The reason's part that names a declared field sent as another JSON type.
+RETYPED = r"field '([a-z_]+)' must be a string, got ([a-z]+)"
+
+
+def drift(extra_fields: Column, reason: Column) -> Column:
+    """What a parsed line holds that the catalog does not expect, as an array of
+    (`kind`, `field`, `type`): `undeclared` for each of its `_extra_fields`, with the
+    value's JSON type; `retyped` for each declared field its reason says arrived as
+    another type."""
+    undeclared = F.transform(
+        F.map_entries(F.from_json(extra_fields, "map<string, variant>")),
+        lambda entry: F.struct(
+            F.lit("undeclared").alias("kind"),
+            entry["key"].alias("field"),
+            _kind(F.schema_of_variant(entry["value"])).alias("type"),
+        ),
+    )
+    retyped = F.transform(
+        F.arrays_zip(
+            F.regexp_extract_all(reason, F.lit(RETYPED), 1).alias("field"),
+            F.regexp_extract_all(reason, F.lit(RETYPED), 2).alias("type"),
+        ),
+        lambda pair: F.struct(
+            F.lit("retyped").alias("kind"), pair["field"].alias("field"), pair["type"].alias("type")
+        ),
+    )
+    return F.concat(F.coalesce(undeclared, F.array()), F.coalesce(retyped, F.array()))
 
 
 def reason_class(reason: Column) -> Column:
@@ -133,6 +163,9 @@ def parse_landing_lines(
             F.when(reason.isNull(), fields.event_time).alias(EVENT_TIME),
             # Optional: null when missing, null or blank.
             *[F.when(fields.is_string[n], fields.text[n]).alias(n) for n in source.optional_fields],
+            # Bronze keeps what the line held beyond the catalog's fields; a rejected
+            # line's raw text keeps all of it.
+            F.when(reason.isNull(), F.col("_extra")).alias(EXTRA_FIELDS),
             reason.alias("_reject_reason"),
             # The line itself for the quarantine only: bronze keeps the parsed fields,
             # and an accepted line's text would double what a micro-batch holds.
@@ -175,6 +208,9 @@ def _with_document(lines: DataFrame, source: Source, max_line_bytes: int) -> Dat
     expected = F.col("_doc_type").isin(*plain_document_types(source))
     return with_doc.select(
         "*",
+        F.when(~expected & F.col("_doc_type").startswith("OBJECT"), _undeclared(names)).alias(
+            "_extra"
+        ),
         *[
             F.when(expected, F.lit("STRING")).otherwise(_json_type(name)).alias(f"_type_{name}")
             for name in names
@@ -183,6 +219,21 @@ def _with_document(lines: DataFrame, source: Source, max_line_bytes: int) -> Dat
             F.expr(f"try_variant_get(_doc, '$.{name}', 'string')").alias(f"_text_{name}")
             for name in names
         ],
+    )
+
+
+def _undeclared(names: tuple[str, ...]) -> Column:
+    """The JSON text of an object of the line's fields other than `names`, with their
+    values as sent (nested, null, any type), in the line's order; null when it has none.
+    The line is parsed again into a map (a VARIANT has no function that drops keys):
+    only for a document that is not one of the plain ones."""
+    declared = ", ".join(f"'{name}'" for name in names)  # names from the catalog
+    return F.nullif(
+        F.expr(
+            "to_json(map_filter(from_json(value, 'map<string, variant>'), "
+            f"(name, _) -> name NOT IN ({declared})))"
+        ),
+        F.lit("{}"),
     )
 
 
