@@ -140,6 +140,26 @@ def test_each_message_once_across_runs_and_partitions_as_files_would(spark, brok
         assert all(reason for _, reason, _ in quarantine), "each with its reason"
     assert_reconciled(spark, settings)
 
+    # A field the catalog does not declare is kept, and said, from a message as from a line.
+    line = json.dumps(json.loads(impression_line("extra", "01T10:00", "c")) | {"placement": 1})
+    publish_to_partitions(broker, settings.kafka_topic("impressions"), [(0, line)])
+    write_landing(settings, "extra.jsonl", [line])
+    said = {r.stage: r.notices for r in run_bronze(spark, settings)}
+    kept = delta_rows(
+        settings.table("bronze", "impressions"), ["impression_id", "_extra_fields", "_kafka_topic"]
+    )
+    assert {(topic is None, extra) for key, extra, topic in kept if key == "extra"} == {
+        (True, '{"placement":1}'),
+        (False, '{"placement":1}'),
+    }
+    undeclared = "drift: undeclared field 'placement' (bigint) in 1 line(s), kept in bronze's "
+    assert said["bronze/impressions"] == [
+        f"{undeclared}_extra_fields; first at landing/impressions/extra.jsonl:1"
+    ]
+    (from_kafka,) = said["bronze/impressions[kafka]"]
+    topic = settings.kafka_topic("impressions")
+    assert from_kafka.startswith(f"{undeclared}_extra_fields; first at kafka:{topic}/0/")
+
 
 def impression_line(impression_id: str, when: str, campaign: str, user: str = "u") -> str:
     return json.dumps(
