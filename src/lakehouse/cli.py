@@ -433,22 +433,44 @@ def cmd_recover(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    from lakehouse.drivers.tables import fingerprint_changes, tables_to_migrate
+    from lakehouse.drivers.tables import (
+        columns_added,
+        fingerprint_changes,
+        refuse_dropped_columns,
+        tables_to_migrate,
+    )
 
     tables = tables_to_migrate(settings)
+    for table in tables:
+        refuse_dropped_columns(settings, table)
     if not tables:
         print("nothing to migrate: every stream runs with the catalog's rules and columns")
         return 0
     for table in tables:
         changes = fingerprint_changes(settings, table) or ["computed from a changed table"]
         print(f"{table.id}: {'; '.join(changes)}")
-    from lakehouse.drivers.recovery import recover_tables
+    widened = [table for table in tables if columns_added(settings, table)]
+    recomputed = [table for table in tables if table not in widened]
+    from lakehouse.drivers.recovery import bronze_dates, recover_tables
+    from lakehouse.drivers.tables import add_columns
     from lakehouse.runtime.spark import get_spark
 
     spark = get_spark(settings, app_name="lakehouse-migrate", streaming=False)
-    retired = recover_tables(spark, settings, tables, echo=_echo)
-    print(f"migrated {len(tables)} table(s): old checkpoints kept in {retired}")
-    print("next: `lakehouse run` restarts their streams with the new rules")
+    for table in widened:
+        added = add_columns(spark, settings, table)
+        print(f"{table.id}: added column(s) {', '.join(added)}; no row rewritten")
+    if widened:
+        dates = bronze_dates(spark, settings)
+        span = f" --start {dates.start} --end {dates.end}" if dates else ""
+        layers = " ".join(dict.fromkeys(f"--layer {t.layer}" for t in widened))
+        print(
+            "next: `lakehouse run` goes on with the new column(s); past rows read null "
+            f"until `lakehouse backfill{span} {layers}` fills them from bronze"
+        )
+    if recomputed:
+        retired = recover_tables(spark, settings, recomputed, echo=_echo)
+        print(f"migrated {len(recomputed)} table(s): old checkpoints kept in {retired}")
+        print("next: `lakehouse run` restarts their streams with the new rules")
     return 0
 
 
@@ -576,8 +598,11 @@ COMMANDS = {
         "After a rule or a table's columns changed in the catalog, `run` refuses the streams "
         "started with the old values. This gives those tables, and every table computed from "
         "them, new checkpoints and recomputes them by backfill over every date in bronze; the "
-        "next `run` goes on from there. Does nothing when nothing changed. See "
-        "docs/operations.md, 'Changing a rule'.",
+        "next `run` goes on from there. A table that only gained nullable columns (a promoted "
+        "field) gets them through Delta's schema evolution instead, keeping its rows and its "
+        "stream; a backfill then fills them for past dates. A column removed or retyped is "
+        "refused. Does nothing when nothing changed. See docs/operations.md, 'Changing a "
+        "rule' and 'Promoting a field'.",
         writes=True,
     ),
 }

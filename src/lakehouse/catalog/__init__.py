@@ -100,9 +100,12 @@ def micros(name: str) -> int:
 class Source:
     """An incoming event type: its required fields, in order, the id first.
 
-    `optional_fields` are strings that may be missing or null. Adding one is
-    safe on a running lakehouse: bronze gains the column (null in the rows
-    before), nothing downstream reads it until a table's transform does.
+    `optional_fields` are strings that may be missing or null, carried by bronze
+    and the source's deduplicated silver table as their last columns. Declaring
+    one that producers already send promotes it: bronze gains the column, and
+    `lakehouse migrate` adds it to the silver table without rewriting a row; a
+    backfill fills past dates from what bronze kept in `_extra_fields`
+    (docs/operations.md, "Promoting a field").
     """
 
     name: str
@@ -335,10 +338,13 @@ class Table:
 
 
 def _event_columns(source: Source) -> tuple[tuple[str, str], ...]:
+    """A deduplicated event table's columns: the source's fields, the date, then its
+    optional fields, last, where declaring one adds it to the table."""
     return (
         *((name, STRING) for name in source.string_fields),
         (EVENT_TIME, TIMESTAMP),
         (EVENT_DATE, DATE),
+        *((name, STRING) for name in source.optional_fields),
     )
 
 
@@ -355,6 +361,7 @@ def _deduplicated(source: Source) -> Table:
         watermark_sources=(source.name,),
         rules=(source.delay_rule,),
         first_write_wins=True,
+        nullable=source.optional_fields,
         enums=source.enums,
     )
 
@@ -492,6 +499,12 @@ def table(table_id: str) -> Table:
         return TABLES_BY_ID[table_id]
     except KeyError:
         raise KeyError(f"no table {table_id!r} in the catalog") from None
+
+
+def all_tables() -> tuple[Table, ...]:
+    """The silver and gold tables in pipeline order: read at call time, as `rules()`, so
+    a test can swap `TABLES` (and an entry of `TABLES_BY_ID`) for a changed catalog."""
+    return TABLES
 
 
 def tables_in(*layers: str) -> tuple[Table, ...]:

@@ -29,9 +29,9 @@ from lakehouse.catalog import (
     DERIVED_LAYERS,
     EVENT_TIME,
     SOURCES,
-    TABLES,
     DerivedLayer,
     Table,
+    all_tables,
     tables_in,
 )
 from lakehouse.catalog.dates import DateRange
@@ -81,7 +81,7 @@ def bronze_watermarks(spark: SparkSession, settings: Settings) -> Watermarks:
             (ms for ms in (source_ms[s] for s in table.watermark_sources) if ms is not None),
             default=None,
         )
-        for table in TABLES
+        for table in all_tables()
     }
 
 
@@ -97,8 +97,8 @@ def compute_tables(
     """
     computed: dict[str, DataFrame] = {}
     closed: dict[str, DataFrame] = {}
-    feeds = {source for table in TABLES for source in table.inputs}
-    for table in TABLES:
+    feeds = {source for table in all_tables() for source in table.inputs}
+    for table in all_tables():
         inputs = [
             read_table(spark, settings.table(*source.split("/")))
             if source.startswith("bronze/")
@@ -147,7 +147,7 @@ def copy_dates(spark: SparkSession, settings: Settings) -> list[frozenset[dt.dat
     `collect_set` per id fell back to sorting and took over ten minutes on 10M
     events), then every date of those few ids (their ids broadcast)."""
     found: set[frozenset[dt.date]] = set()
-    for table in TABLES:
+    for table in all_tables():
         if not table.first_write_wins:
             continue
         (source,) = table.inputs
@@ -192,19 +192,19 @@ def write_range(
     settings: Settings,
     dates: Dates,
     layout: Settings | None = None,
-    tables: Sequence[Table] = TABLES,
+    tables: Sequence[Table] | None = None,
     new_schema: bool = False,
     also: Sequence[dt.date] = (),
 ) -> list[StageResult]:
-    """Replace the range, and the dates `also`, in each of `tables` (under `layout`'s
-    data root if given).
+    """Replace the range, and the dates `also`, in each of `tables` (every table if
+    none are given; under `layout`'s data root if given).
 
     `new_schema`: a table whose columns changed in the catalog is replaced
     whole, with its new schema (`lakehouse migrate` recomputes every date).
     """
     target = layout or settings
     results = []
-    for table in tables:
+    for table in all_tables() if tables is None else tables:
         result = StageResult(table.id, batch=True)
         with timed(result):
             rows = _replace(frames[table.id], table, target, dates, new_schema, also)
@@ -297,7 +297,7 @@ def run_backfill(
     are recorded in `_meta/backfills` (`lakehouse.drivers.late`): for a range, the dates
     in it that bronze holds, and the dates added.
     """
-    chosen = list(tables) if tables is not None else [t for t in TABLES if t.layer in layers]
+    chosen = list(tables) if tables is not None else [t for t in all_tables() if t.layer in layers]
     # Rows with the catalog's new rules beside a stream's old ones: `migrate` first.
     refuse_changed_rules(settings, {table.layer for table in chosen})
     # `recover` and `migrate` (`new_schema`) recompute every date bronze holds already.

@@ -57,6 +57,7 @@ from lakehouse.storage.checkpoints import (
     read_sidecar,
     write_sidecar,
 )
+from lakehouse.storage.delta.log import columns, is_delta_table
 from lakehouse.storage.kafka import TopicState, refuse_unreachable_brokers, topic_state
 from lakehouse.storage.landing import (
     LINE_POSITION,
@@ -114,6 +115,7 @@ class BronzeWriter:
         skip_offsets: dict[str, dict[str, dict[str, int]]] | None = None,
     ) -> None:
         self.spark, self.settings, self.source = spark, settings, source
+        refuse_dropped_fields(settings, source)
         self.bronze = StreamSink(
             spark,
             settings.table("bronze", source.name),
@@ -210,6 +212,23 @@ class BronzeWriter:
             "quarantine": self.quarantine.rows_written,
         }
         return result
+
+
+def refuse_dropped_fields(settings: Settings, source: Source) -> None:
+    """Stop when bronze holds a column of a field the catalog no longer declares: a
+    Delta table keeps its columns, and its rows their values."""
+    path = settings.table("bronze", source.name)
+    if not is_delta_table(path):
+        return
+    declared = bronze_schema(source).names
+    gone = [name for name in columns(path) if name not in declared]
+    if gone:
+        raise LakehouseError(
+            f"bronze/{source.name} has column(s) {', '.join(gone)}, which the catalog no "
+            f"longer declares for {source.name}. A table keeps its columns and the values "
+            "its rows hold: declare them again among the source's optional_fields (nobody "
+            "needs to send them). See docs/operations.md, 'Promoting a field'."
+        )
 
 
 class Drift:

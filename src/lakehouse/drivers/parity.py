@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.catalog import TABLES, Table
+from lakehouse.catalog import Table, all_tables
 from lakehouse.catalog.dates import DateRange
 from lakehouse.drivers.backfill import compute_tables, in_range, write_range
 from lakehouse.drivers.closed import applied_watermark
@@ -107,7 +107,7 @@ def run_parity(
         table.id: applied_watermark(settings, table)
         if table.closed_by
         else streaming_watermark(settings.checkpoint(table.layer, table.name))
-        for table in TABLES
+        for table in all_tables()
     }
     # Unique per run: two parity tasks may start in the same second.
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
@@ -128,4 +128,4 @@ def run_parity(
     # Two tables at a time, as `maintain` does: one's Delta log and plan on the driver
     # while the other's tasks run.
     with ThreadPoolExecutor(TABLES_AT_ONCE, thread_name_prefix="parity") as pool:
-        return list(pool.map(compared, TABLES)), scratch.data_root
+        return list(pool.map(compared, all_tables())), scratch.data_root

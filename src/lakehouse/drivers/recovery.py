@@ -36,7 +36,15 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from lakehouse.catalog import LAYERS, SOURCES, TABLES, Layer, Source, Table, downstream_of
+from lakehouse.catalog import (
+    LAYERS,
+    SOURCES,
+    Layer,
+    Source,
+    Table,
+    all_tables,
+    downstream_of,
+)
 from lakehouse.catalog.dates import DateRange
 from lakehouse.drivers.backfill import bronze_days, bronze_watermarks, run_backfill
 from lakehouse.drivers.bronze import KAFKA_TOPIC, STARTING_OFFSETS, kafka_checkpoint
@@ -83,7 +91,7 @@ def streams_behind(settings: Settings) -> list[str]:
         return []
     behind = []
     waiting = set()
-    for table in TABLES:
+    for table in all_tables():
         if table.closed_by is not None:
             if windows_to_close(settings, table):
                 behind.append(f"{table.id}: windows {table.closed_by} closed not written yet")
@@ -255,7 +263,7 @@ def tables_to_recover(layers: Sequence[str]) -> list[Table]:
     it skip them: left alone, a table downstream would miss every row the
     rebuilt table gained since its stream last read it.
     """
-    chosen = [table for table in TABLES if table.layer in layers and table.layer != "bronze"]
+    chosen = [table for table in all_tables() if table.layer in layers and table.layer != "bronze"]
     return [*chosen, *downstream_of({table.id for table in chosen})]
 
 

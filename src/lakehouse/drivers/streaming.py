@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from lakehouse.catalog import TABLES, Table
+from lakehouse.catalog import Table, all_tables
 from lakehouse.faults import crash_point
 from lakehouse.runtime.monitoring import operator_state, rocksdb_counts_rows
 from lakehouse.runtime.progress import StageResult, timed
@@ -107,7 +107,7 @@ def read_sources(settings: Settings, table: Table) -> list[Root]:
 
 def unread_inputs(settings: Settings) -> Iterator[tuple[Table, Root, list[int]]]:
     """Per silver and gold stream: each input table with commits it has not read yet."""
-    for table in TABLES:
+    for table in all_tables():
         checkpoint = settings.checkpoint(table.layer, table.name)
         sources = read_sources(settings, table)
         for source, versions in unread_versions(checkpoint, table.id, sources).items():

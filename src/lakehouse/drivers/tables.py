@@ -15,6 +15,7 @@ from lakehouse.catalog.schemas import table_schema
 from lakehouse.drivers.closed import write_closed_windows
 from lakehouse.drivers.late import record_late_dates
 from lakehouse.drivers.streaming import run_available_now
+from lakehouse.errors import LakehouseError
 from lakehouse.runtime.progress import StageResult
 from lakehouse.runtime.settings import Settings
 from lakehouse.runtime.spark import label_jobs
@@ -26,6 +27,7 @@ from lakehouse.storage.checkpoints import (
     restart_version,
     write_sidecar,
 )
+from lakehouse.storage.delta import ensure_table
 from lakehouse.storage.delta.log import appended_only
 from lakehouse.storage.streams import StreamSink, read_stream
 from lakehouse.transforms import gold, silver, user_state
@@ -102,11 +104,79 @@ def changed_tables(settings: Settings) -> list[Table]:
     return [table for table in tables_in("silver", "gold") if fingerprint_changes(settings, table)]
 
 
+def _recorded_columns(settings: Settings, table: Table) -> dict[str, str] | None:
+    """The columns, name to type, the table's stream was started with (None: not recorded)."""
+    recorded = read_sidecar(settings.checkpoint(table.layer, table.name)).get(FINGERPRINT)
+    if recorded is None or "columns" not in recorded:
+        return None
+    return dict(column.split(" ", 1) for column in recorded["columns"])
+
+
+def columns_added(settings: Settings, table: Table) -> list[str]:
+    """The nullable columns the catalog added at the end of the table's when that is all
+    that changed since its stream started (a promoted field): `lakehouse migrate` adds
+    them, rewriting no row and keeping the stream. [] for any other change."""
+    before = _recorded_columns(settings, table)
+    if before is None:
+        return []
+    recorded = read_sidecar(settings.checkpoint(table.layer, table.name))[FINGERPRINT]
+    now = fingerprint(table)
+    added = [name for name, _ in table.columns[len(before) :]]
+    same_otherwise = all(recorded.get(key) == now[key] for key in ("rules", "inputs", "state key"))
+    kept = list(before) == list(table.column_names[: len(before)])
+    if same_otherwise and kept and added and set(added) <= set(table.nullable):
+        return added
+    return []
+
+
+def refuse_dropped_columns(settings: Settings, table: Table) -> None:
+    """A column the table's stream was started with that the catalog no longer declares,
+    or declares with another type: a Delta table keeps its columns, and its rows their
+    values, so no migration gets there."""
+    before = _recorded_columns(settings, table) or {}
+    now = dict(table.columns)
+    gone = [f"{name} {kind}" for name, kind in before.items() if name not in now]
+    retyped = [
+        f"{name} {kind} -> {now[name]}"
+        for name, kind in before.items()
+        if now.get(name, kind) != kind
+    ]
+    if gone or retyped:
+        said = "; ".join(
+            [*(f"no longer declared: {c}" for c in gone), *(f"retyped: {c}" for c in retyped)]
+        )
+        raise LakehouseError(
+            f"{table.id}: {said}. A table keeps the columns it has and the values its rows "
+            "hold, so this cannot be migrated: declare the column again as it was (a field "
+            "nobody sends any more is null from then on); to carry another type, declare a "
+            "field of a new name. See docs/operations.md, 'Promoting a field'."
+        )
+
+
 def tables_to_migrate(settings: Settings) -> list[Table]:
-    """The changed tables and every table computed from them: their rows change too."""
+    """The changed tables and every table computed from them whose rows change too: not
+    those of a table that only gained nullable columns (`columns_added`)."""
     changed = changed_tables(settings)
+    recomputed = {table.id for table in changed if not columns_added(settings, table)}
     ids = {table.id for table in changed}
-    return [*changed, *downstream_of(ids)]
+    return [*changed, *(t for t in downstream_of(recomputed) if t.id not in ids)]
+
+
+def add_columns(spark: SparkSession, settings: Settings, table: Table) -> list[str]:
+    """Give the table the columns the catalog added (`columns_added`), through Delta's
+    own schema evolution (`ALTER TABLE … ADD COLUMNS`, no data file rewritten), and
+    record the new columns in its stream's checkpoint, which goes on from where it was."""
+    added = columns_added(settings, table)
+    ensure_table(
+        spark,
+        settings.table(table.layer, table.name),
+        table_schema(table),
+        list(table.partition_by),
+        add_columns=True,
+    )
+    checkpoint = settings.checkpoint(table.layer, table.name)
+    write_sidecar(checkpoint, {**read_sidecar(checkpoint), FINGERPRINT: fingerprint(table)})
+    return added
 
 
 def refuse_changed_rules(settings: Settings, layers: Iterable[str]) -> None:
@@ -114,6 +184,8 @@ def refuse_changed_rules(settings: Settings, layers: Iterable[str]) -> None:
     affected = [t for t in tables_to_migrate(settings) if t.layer in set(layers)]
     if not affected:
         return
+    for table in affected:
+        refuse_dropped_columns(settings, table)
     first = affected[0]
     changed = {t.id: fingerprint_changes(settings, t) for t in affected}
     changes = "; ".join(f"{table}: {', '.join(c)}" for table, c in changed.items() if c)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from lakehouse.catalog import EVENT_DATE, EVENT_TIME, SOURCES, seconds
+from lakehouse.catalog import EVENT_DATE, EVENT_TIME, EXTRA_FIELDS, SOURCES, seconds
+from lakehouse.transforms.landing import BLANK
 
 
 def delay(source: str) -> str:
@@ -73,9 +74,28 @@ def dedupe_events(source: str) -> Callable[[DataFrame], DataFrame]:
         order = [column for column in ARRIVAL_ORDER if column in events.columns]
         first = Window.partitionBy(key).orderBy(*order)
         unique = events.withColumn("_arrival", F.row_number().over(first)).where("_arrival = 1")
-        return unique.select(*spec.fields, F.to_date(EVENT_TIME).alias(EVENT_DATE))
+        return unique.select(
+            *spec.fields,
+            F.to_date(EVENT_TIME).alias(EVENT_DATE),
+            *(promoted(events, name).alias(name) for name in spec.optional_fields),
+        )
 
     return transform
+
+
+def promoted(events: DataFrame, name: str) -> Column:
+    """An optional field of bronze rows: its column, or, in a row written before the
+    catalog declared it, the value bronze kept in `_extra_fields`, taken as the parser
+    takes a declared field: a string that is not blank, else null (a value of another
+    JSON type stays in `_extra_fields` only; the parser now quarantines such a line)."""
+    declared = F.col(name) if name in events.columns else F.lit(None).cast("string")
+    if EXTRA_FIELDS not in events.columns:
+        return declared
+    # `name` comes from the catalog.
+    kept = F.expr(f"try_variant_get(try_parse_json({EXTRA_FIELDS}), '$.{name}')")
+    text = F.try_variant_get(kept, "$", "string")
+    sent = F.when((F.schema_of_variant(kept) == "STRING") & ~text.rlike(BLANK), text)
+    return F.coalesce(declared, sent)
 
 
 def attribute_clicks() -> Callable[[DataFrame, DataFrame], DataFrame]:
