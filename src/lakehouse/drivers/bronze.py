@@ -37,12 +37,7 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from lakehouse.catalog import EXTRA_FIELDS, SOURCES, Source
-from lakehouse.catalog.schemas import (
-    KAFKA_COLUMNS,
-    QUARANTINE_SCHEMA,
-    SOURCE_LINE,
-    bronze_schema,
-)
+from lakehouse.catalog.schemas import KAFKA_COLUMNS, QUARANTINE_SCHEMA, SOURCE_LINE, bronze_schema
 from lakehouse.drivers.streaming import run_available_now
 from lakehouse.errors import LakehouseError, printable
 from lakehouse.quality.ledger import ensure_ledger, record_lines_read
