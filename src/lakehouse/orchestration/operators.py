@@ -73,8 +73,11 @@ class QualityLink(BaseOperatorLink):
         return reports_url(f"quality/{run_id}.html") if run_id and checks else ""
 
 
-# The XCom key of a task's line for its DAG run's note (warnings, a refusal).
+# The XCom keys of a task's lines for its DAG run's note: its outcome (warnings, a
+# refusal, what a backfill covered), and its queries' notices (drift, files not read),
+# which the note lists after every outcome (its first line is what the run's header shows).
 OUTCOME_KEY = "lakehouse_outcome"
+NOTICE_KEY = "lakehouse_notice"
 # How long a task waiting for another DAG's run gives the slot back for.
 WAIT_INTERVAL = dt.timedelta(seconds=30)
 
@@ -84,12 +87,12 @@ class Refused(SystemExit):
     without a traceback; `RETRY_POLICY` fails it without a retry."""
 
 
-def keep_outcome(context: Any, outcome: str, named: bool = True) -> None:
+def keep_outcome(context: Any, outcome: str, named: bool = True, key: str = OUTCOME_KEY) -> None:
     """What the DAG run's note says of this task, after its id unless not `named`
     (`plugin.RunNotes`)."""
     ti = context.get("ti")
     if ti is not None:
-        ti.xcom_push(key=OUTCOME_KEY, value=f"{ti.task_id}: {outcome}" if named else outcome)
+        ti.xcom_push(key=key, value=f"{ti.task_id}: {outcome}" if named else outcome)
 
 
 def listed(header: str, lines: list[str]) -> str:
@@ -261,7 +264,7 @@ class LakehouseSubmitOperator(SparkSubmitOperator):
             for notice in stage.get("notices") or []
         ]
         if notices:
-            keep_outcome(context, listed(f"{len(notices)} notice(s):", notices))
+            keep_outcome(context, listed(f"{len(notices)} notice(s):", notices), key=NOTICE_KEY)
 
     def say_what_it_covered(self, context: Any, report: dict[str, Any] | None) -> None:
         """For the notes, the dates a backfill recomputed (`--pending` decides them as it

@@ -39,7 +39,13 @@ from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
-from lakehouse.orchestration.operators import OUTCOME_KEY, REPORTS_URL, QualityLink, RunReportLink
+from lakehouse.orchestration.operators import (
+    NOTICE_KEY,
+    OUTCOME_KEY,
+    REPORTS_URL,
+    QualityLink,
+    RunReportLink,
+)
 from lakehouse.orchestration.tasks import LAKEHOUSE_TAG, settings
 from lakehouse.runtime.runs import dag_run_page
 
@@ -203,7 +209,8 @@ def noted(note: str | None, lines: list[str]) -> str | None:
 class RunNotes:
     """An Airflow listener, called in the scheduler when a DAG run ends: the lines the
     run's tasks kept for it (a warning, a refusal, a backfill's dates:
-    `operators.OUTCOME_KEY`) go into the run's note, and each task's own lines into
+    `operators.OUTCOME_KEY`; then their queries' notices, such as drift:
+    `operators.NOTICE_KEY`) go into the run's note, and each task's own lines into
     that task instance's note.
 
     Airflow 3 has no "passed with warnings" state, and a state other than success would
@@ -234,9 +241,10 @@ class RunNotes:
             .where(
                 XComModel.dag_id == dag_run.dag_id,
                 XComModel.run_id == dag_run.run_id,
-                XComModel.key == OUTCOME_KEY,
+                XComModel.key.in_((OUTCOME_KEY, NOTICE_KEY)),
             )
-            .order_by(XComModel.timestamp)
+            # Outcomes first, then notices, each in the order the tasks kept them.
+            .order_by(XComModel.key == NOTICE_KEY, XComModel.timestamp)
         ).all()
         lines = [str(XComModel.deserialize_value(row)) for row in kept]
         note = noted(dag_run.note, lines)
