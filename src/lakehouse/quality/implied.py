@@ -36,7 +36,8 @@ def expectation(
     return {"type": kind, "kwargs": kwargs, "meta": meta, "severity": severity}
 
 
-# A field the catalog does not declare, kept in bronze (docs/bronze.md, "Drift"). A
+# A field the catalog does not declare, kept in bronze (docs/bronze.md, "Fields the
+# catalog does not declare"; docs/contract.md, 2.3). A
 # warning: the values are kept. (A declared field sent as another JSON type needs none:
 # its line is quarantined with the reason, which the run report counts.)
 UNDECLARED = expectation(
