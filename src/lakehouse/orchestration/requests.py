@@ -13,6 +13,15 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
 from lakehouse.catalog import DERIVED_LAYERS, DerivedLayer
 from lakehouse.catalog.dates import DateRange
 
@@ -85,27 +94,67 @@ def nightly_request(
 FORM_MAX_DAYS = 366
 
 
+class BackfillForm(BaseModel):
+    """The manual backfill's form (`lakehouse_backfill_range`) as a run's params hold it.
+
+    Any value may come in (`airflow dags trigger -c` skips the form's own
+    schemas): each field's validator turns a wrong one into a one-line reason.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    start: dt.date
+    end: dt.date
+    layers: tuple[DerivedLayer, ...] = DERIVED_LAYERS
+    # Only a ticked box (True) lets a range run past FORM_MAX_DAYS; "true" or 1 do not.
+    whole_range: bool = False
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _date(cls, value: object, info: ValidationInfo) -> dt.date:
+        if value is None:
+            raise ValueError("give a start and an end date")
+        return parse_date(value, str(info.field_name))
+
+    @field_validator("layers", mode="before")
+    @classmethod
+    def _layers(cls, value: object) -> tuple[str, ...]:
+        """In pipeline order; None: every derived layer."""
+        if value is None:
+            return DERIVED_LAYERS
+        if not (isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)):
+            raise ValueError(f"layers: expected a list of layer names, got {value!r}")
+        if not value or set(value) - set(DERIVED_LAYERS):
+            raise ValueError(f"layers: choose from {', '.join(DERIVED_LAYERS)}, got {list(value)}")
+        return tuple(layer for layer in DERIVED_LAYERS if layer in value)
+
+    @field_validator("whole_range", mode="before")
+    @classmethod
+    def _ticked(cls, value: object) -> bool:
+        return value is True
+
+    @model_validator(mode="after")
+    def _range(self) -> BackfillForm:
+        dates = DateRange(self.start, self.end)
+        days = (dates.end - dates.start).days + 1
+        if days > FORM_MAX_DAYS and not self.whole_range:
+            raise ValueError(
+                f"{dates.start}..{dates.end} is {days:,} days, more than {FORM_MAX_DAYS}: check "
+                'the dates, or tick "Yes, the whole range" to recompute all of it'
+            )
+        return self
+
+
 def backfill_request(
     start: object, end: object, layers: object, whole_range: object = False
 ) -> BackfillRequest:
-    """The range and layers of the manual backfill's form (`lakehouse_backfill_range`);
-    a range of more than FORM_MAX_DAYS days needs `whole_range` ticked. Any value may
-    come in (`airflow dags trigger -c` skips the form): a wrong one is a ValueError."""
-    if layers is not None and not (
-        isinstance(layers, list | tuple) and all(isinstance(layer, str) for layer in layers)
-    ):
-        raise ValueError(f"layers: expected a list of layer names, got {layers!r}")
-    if start is None or end is None:
-        raise ValueError("give a start and an end date")
-    dates = DateRange(parse_date(start, "start"), parse_date(end, "end"))
-    days = (dates.end - dates.start).days + 1
-    if days > FORM_MAX_DAYS and whole_range is not True:
-        raise ValueError(
-            f"{dates.start}..{dates.end} is {days:,} days, more than {FORM_MAX_DAYS}: check "
-            'the dates, or tick "Yes, the whole range" to recompute all of it'
+    """What the manual backfill's form asks for; a wrong field is a ValueError saying
+    which and why (the first one, in the form's order)."""
+    try:
+        form = BackfillForm.model_validate(
+            {"start": start, "end": end, "layers": layers, "whole_range": whole_range}
         )
-    chosen = tuple(layers) if layers is not None else DERIVED_LAYERS
-    unknown = sorted(set(chosen) - set(DERIVED_LAYERS))
-    if unknown or not chosen:
-        raise ValueError(f"layers: choose from {', '.join(DERIVED_LAYERS)}, got {list(chosen)}")
-    return BackfillRequest(dates, tuple(layer for layer in DERIVED_LAYERS if layer in chosen))
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise ValueError(first.get("ctx", {}).get("error", first["msg"])) from None
+    return BackfillRequest(DateRange(form.start, form.end), form.layers)
