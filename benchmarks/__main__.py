@@ -6,7 +6,8 @@ the median of --repetitions runs (default 3) with its spread; a first run
 over a history is one run.
 
 1. throughput: `lakehouse run` over N events of history (one day per
-   --increment events), wall clock and without start-up, per stage;
+   --increment events), wall clock and without start-up, per stage, and the
+   tables' bytes on disk after it (bronze, quarantine, silver, gold, _meta);
 2. the scheduled increment against history: --repetitions more days of
    --increment events each, each followed by `lakehouse run`; beside them
    DuckDB computing every silver and gold table from each increment's files
@@ -57,6 +58,7 @@ from benchmarks.harness import (
     repeated,
     run_figures,
     run_summary,
+    table_bytes,
     write_report,
 )
 from benchmarks.references import duckdb_tables
@@ -194,6 +196,7 @@ def history(base: Path, size: int, increment: int, repetitions: int, logs: Path)
     took = time.perf_counter() - started
     print(f"[{label(size)}] generated {landed.lines:,} lines in {took:.0f} s")
     first = run_figures(root, lakehouse(root, "run", log=logs / f"{root.name}-run.log"))
+    first["table_bytes"] = table_bytes(root)
     print(f"[{label(size)}] run: {first['seconds']} s, {first['events_per_second']:,} events/s")
     refs = references(root, base / f"{root.name}-references", logs / root.name)
     print(f"[{label(size)}] references: {json.dumps(refs)}")

@@ -172,6 +172,17 @@ def run_figures(root: Path, measured: Measured, reports: Path | None = None) -> 
     }
 
 
+def table_bytes(root: Path) -> dict[str, int]:
+    """Bytes on disk under each folder of the root's tables (bronze, silver, gold,
+    quarantine, _meta): data files and Delta logs, every version kept."""
+    tables = root / "lakehouse"
+    return {
+        folder.name: sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        for folder in sorted(tables.iterdir())
+        if folder.is_dir()
+    }
+
+
 def repeated(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Repetitions of one kind of run: every one's figures, and the median run's beside
     the spread of the wall and run times (the median run is the one with median wall time)."""

@@ -426,4 +426,21 @@ def _history(results: dict[str, Any]) -> list[str]:
         ],
         refs,
     )
+    folders = ("bronze", "quarantine", "silver", "gold", "_meta")
+    lines += [
+        "## Tables on disk after the first run",
+        "",
+        "MiB under each folder of the root's tables: data files and Delta logs.",
+        "",
+        *_table(
+            ["history", *folders],
+            [
+                [
+                    label(entry["events"]),
+                    *(round(entry["run"]["table_bytes"].get(f, 0) / 2**20, 1) for f in folders),
+                ]
+                for entry in results["history"]
+            ],
+        ),
+    ]
     return lines
