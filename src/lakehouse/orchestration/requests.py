@@ -19,7 +19,6 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
-    model_validator,
 )
 
 from lakehouse.catalog import DERIVED_LAYERS, DerivedLayer
@@ -133,23 +132,14 @@ class BackfillForm(BaseModel):
     def _ticked(cls, value: object) -> bool:
         return value is True
 
-    @model_validator(mode="after")
-    def _range(self) -> BackfillForm:
-        dates = DateRange(self.start, self.end)
-        days = (dates.end - dates.start).days + 1
-        if days > FORM_MAX_DAYS and not self.whole_range:
-            raise ValueError(
-                f"{dates.start}..{dates.end} is {days:,} days, more than {FORM_MAX_DAYS}: check "
-                'the dates, or tick "Yes, the whole range" to recompute all of it'
-            )
-        return self
-
 
 def backfill_request(
     start: object, end: object, layers: object, whole_range: object = False
 ) -> BackfillRequest:
-    """What the manual backfill's form asks for; a wrong field is a ValueError saying
-    which and why (the first one, in the form's order)."""
+    """What the manual backfill's form asks for: its fields checked by `BackfillForm` (a
+    wrong one is a ValueError saying which and why, the first in the form's order),
+    then the range as a whole; a range of more than FORM_MAX_DAYS days needs
+    `whole_range` ticked."""
     try:
         form = BackfillForm.model_validate(
             {"start": start, "end": end, "layers": layers, "whole_range": whole_range}
@@ -157,4 +147,11 @@ def backfill_request(
     except ValidationError as error:
         first = error.errors()[0]
         raise ValueError(first.get("ctx", {}).get("error", first["msg"])) from None
-    return BackfillRequest(DateRange(form.start, form.end), form.layers)
+    dates = DateRange(form.start, form.end)
+    days = (dates.end - dates.start).days + 1
+    if days > FORM_MAX_DAYS and not form.whole_range:
+        raise ValueError(
+            f"{dates.start}..{dates.end} is {days:,} days, more than {FORM_MAX_DAYS}: check "
+            'the dates, or tick "Yes, the whole range" to recompute all of it'
+        )
+    return BackfillRequest(dates, form.layers)
