@@ -113,3 +113,21 @@ def test_a_failed_stream_is_explained_by_its_innermost_python_error():
         "migrate the table or write to a new location"
     )
     assert explain(RuntimeError("plain failure\nmore")) == "RuntimeError: plain failure"
+
+
+def test_a_jvm_error_without_an_error_class_is_explained_by_the_java_exception():
+    """py4j's first line names only the call (`o93.execute`): the report and the CLI say
+    the Java exception and its root cause instead."""
+    from lakehouse.errors import explain
+
+    py4j_text = (
+        "An error occurred while calling o93.execute.\n"
+        ": java.io.IOException: the writer lock s3a://b/.lakehouse-writer.lock is lost\n"
+        "\tat lakehouse.FencedS3LogStore.checkLease(FencedS3LogStore.java:114)\n"
+        "Caused by: java.net.SocketTimeoutException: Read timed out\n"
+        "\t... 40 more"
+    )
+    assert explain(RuntimeError(py4j_text)) == (
+        "IOException: the writer lock s3a://b/.lakehouse-writer.lock is lost "
+        "(SocketTimeoutException: Read timed out)"
+    )

@@ -9,7 +9,6 @@ import argparse
 import datetime as dt
 import logging
 import os
-import re
 import sys
 import time
 import traceback
@@ -28,6 +27,7 @@ from lakehouse.errors import (
     EXIT_USAGE,
     LakehouseError,
     RefusedError,
+    explain,
     printable,
 )
 from lakehouse.runtime.locks import writer_lock
@@ -669,38 +669,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"lakehouse {args.command}: failed: {explain(error)}", file=sys.stderr)
         return EXIT_FAILED
-
-
-_PYTHON_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.MULTILINE)
-# A JVM error with Spark's error class (`[FAILED_READ_FILE.NO_HINT] Encountered error
-# while reading file ...`), and the root cause of a JVM error (`Caused by: ...`).
-_SPARK_ERROR = re.compile(
-    r"([A-Za-z_][\w.$]*(?:Error|Exception)): (\[[A-Z][A-Z0-9_.]*\] [^\n]*?)\s*(?:SQLSTATE: \w+)?$",
-    re.MULTILINE,
-)
-_CAUSE = re.compile(r"^Caused by: ([\w.$]+(?:Error|Exception)): ([^\n]*)$", re.MULTILINE)
-
-
-def explain(error: BaseException) -> str:
-    """The cause of a failure in one line, not a JVM stack trace.
-
-    A streaming query that failed in Python code (a foreachBatch writer)
-    reports it wrapped in Spark's `[STREAM_FAILED] ...` text with the Python
-    traceback inside; the innermost Python error line is the useful part.
-    A Spark job that failed in the JVM (a file it could not read) is a
-    `Py4JJavaError` whose first line names a method call: its innermost Spark
-    error (which names the file) and its root cause are the useful parts.
-    """
-    text = str(error).strip()
-    inner = _PYTHON_ERROR.findall(text)
-    if inner:
-        name, message = inner[-1]
-        return printable(f"{name.rsplit('.', 1)[-1]}: {message}")
-    spark = _SPARK_ERROR.findall(text)
-    if spark:
-        name, message = spark[-1]
-        causes = _CAUSE.findall(text)
-        cause = f" ({causes[-1][0].rsplit('.', 1)[-1]}: {causes[-1][1]})" if causes else ""
-        return printable(f"{name.rsplit('.', 1)[-1]}: {message}{cause}")
-    first = text.splitlines()[0] if text else ""
-    return printable(f"{type(error).__name__}: {first}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 
@@ -24,6 +25,46 @@ def printable(text: str) -> str:
         else char
         for char in text
     )
+
+
+_PYTHON_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.MULTILINE)
+# A JVM error with Spark's error class (`[FAILED_READ_FILE.NO_HINT] Encountered error
+# while reading file ...`), a JVM error without one (py4j's `: java.io.IOException: ...`
+# under its "An error occurred while calling o93.execute."), and a JVM error's root
+# cause (`Caused by: ...`).
+_SPARK_ERROR = re.compile(
+    r"([A-Za-z_][\w.$]*(?:Error|Exception)): (\[[A-Z][A-Z0-9_.]*\] [^\n]*?)\s*(?:SQLSTATE: \w+)?$",
+    re.MULTILINE,
+)
+_JAVA_ERROR = re.compile(r"^: ([\w.$]+(?:Error|Exception)): ([^\n]*)$", re.MULTILINE)
+_CAUSE = re.compile(r"^Caused by: ([\w.$]+(?:Error|Exception)): ([^\n]*)$", re.MULTILINE)
+
+
+def explain(error: BaseException) -> str:
+    """The cause of a failure in one line, not a JVM stack trace: what the CLI prints
+    and the run report keeps.
+
+    A streaming query that failed in Python code (a foreachBatch writer)
+    reports it wrapped in Spark's `[STREAM_FAILED] ...` text with the Python
+    traceback inside; the innermost Python error line is the useful part.
+    A Spark job that failed in the JVM (a file it could not read, a commit the
+    object store refused) is a `Py4JJavaError` whose first line names a method
+    call: its innermost Spark error (which names the file), or else the Java
+    exception, and its root cause are the useful parts.
+    """
+    text = str(error).strip()
+    inner = _PYTHON_ERROR.findall(text)
+    if inner:
+        name, message = inner[-1]
+        return printable(f"{name.rsplit('.', 1)[-1]}: {message}")
+    jvm = _SPARK_ERROR.findall(text) or _JAVA_ERROR.findall(text)
+    if jvm:
+        name, message = jvm[-1]
+        causes = [c for c in _CAUSE.findall(text) if c != (name, message)]
+        cause = f" ({causes[-1][0].rsplit('.', 1)[-1]}: {causes[-1][1]})" if causes else ""
+        return printable(f"{name.rsplit('.', 1)[-1]}: {message}{cause}")
+    first = text.splitlines()[0] if text else ""
+    return printable(f"{type(error).__name__}: {first}")
 
 
 # Exit codes of the `lakehouse` CLI (2, bad arguments, is argparse's): 1 is a failure,

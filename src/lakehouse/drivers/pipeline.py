@@ -31,6 +31,7 @@ from lakehouse.catalog.schemas import table_schema
 from lakehouse.drivers.bronze import bronze_queries
 from lakehouse.drivers.late import ensure_late_dates
 from lakehouse.drivers.tables import refuse_changed_rules, run_table
+from lakehouse.errors import explain
 from lakehouse.quality.results import last_passed_versions
 from lakehouse.quality.runner import QualityGate
 from lakehouse.quality.scopes import fits_an_arrow_copy
@@ -192,11 +193,6 @@ def newest_events(settings: Settings) -> dict[str, str | None]:
     return newest
 
 
-def _first_line(error: Exception) -> str:
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0] if lines else ''}"
-
-
 @contextmanager
 def reported(
     settings: Settings, outcome: RunOutcome, spark: SparkSession | None = None
@@ -207,7 +203,7 @@ def reported(
     try:
         yield outcome
     except Exception as error:
-        outcome.error = _first_line(error)
+        outcome.error = explain(error)
         raise
     finally:
         try:
