@@ -1,4 +1,5 @@
-"""Paths on an S3 root name the same things a local root's paths do (no server needed)."""
+"""Paths on an S3 root name the same things a local root's paths do, and a store that fails
+is not a damaged file (no server needed)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import pytest
 
 from lakehouse.runtime.settings import Settings
 from lakehouse.storage.landing import landing_uri
-from lakehouse.storage.objects import S3Connection, S3Path, location, path_of_uri, relative
+from lakehouse.storage.objects import (
+    ObjectStoreError,
+    ObjectStream,
+    S3Connection,
+    S3Path,
+    location,
+    path_of_uri,
+    relative,
+)
 
 CONNECTION = S3Connection(
     endpoint_url="http://127.0.0.1:9000",
@@ -65,3 +74,27 @@ def test_uris_spark_writes_map_back_to_the_paths_they_name():
     )
     assert path_of_uri("file:/tmp/a%20b.jsonl") == "/tmp/a b.jsonl"
     assert location("/tmp/x", Path("/tmp")) == Path("/tmp/x")
+
+
+class FailingStream:
+    """What pyarrow's input stream does when the store drops the connection mid-read."""
+
+    def read(self, size: int = -1) -> bytes:
+        raise OSError("AWS Error NETWORK_CONNECTION during GetObject operation")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_store_that_fails_a_read_is_not_taken_for_a_damaged_landing_file():
+    """pyarrow raises OSError for a failing store as for a damaged file. Bronze quarantines a
+    landing file whose read raises OSError (unreadable_file_reason), and a file quarantined
+    because the store was unreachable would be lost from bronze for good: the read fails
+    with ObjectStoreError instead, and the micro-batch with it."""
+    path = S3Path("lakehouse", "landing/clicks/clicks.jsonl.gz", CONNECTION)
+    with (
+        ObjectStream(path, FailingStream()) as stream,
+        pytest.raises(ObjectStoreError, match="reading s3a://lakehouse/landing/clicks") as failed,
+    ):
+        stream.read(1024)
+    assert not isinstance(failed.value, OSError)

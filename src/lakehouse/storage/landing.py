@@ -56,6 +56,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.errors import LakehouseError, printable
 from lakehouse.storage.objects import (
+    ObjectStream,
     Root,
     S3Path,
     location,
@@ -442,7 +443,9 @@ def _copy_writer(path: Root | None) -> Iterator[Callable[[bytes], object] | None
 
 
 def _has_line_longer_than(
-    stream: IO[bytes] | gzip.GzipFile, limit: int, copy: Callable[[bytes], object] | None = None
+    stream: IO[bytes] | ObjectStream | gzip.GzipFile,
+    limit: int,
+    copy: Callable[[bytes], object] | None = None,
 ) -> bool:
     """Read `stream` to its end (or to the first line over `limit`), a chunk at a time,
     handing each chunk to `copy` when given.

@@ -1,23 +1,25 @@
 """A data root on object storage: `s3a://bucket/prefix` (docs/object-storage.md).
 
 Spark reaches such a root through Hadoop's S3A connector (`s3a://`); Delta's
-Python reader (`deltalake`) and our own bookkeeping (landing listings,
-manifests, checkpoint guards, the writer lock) through the S3 API with boto3.
-`S3Path` gives the second the part of `pathlib.Path`'s interface the pipeline
-uses, so code that reads and writes small files under the data root works on
-either kind of root: `str()` of an `S3Path` is the `s3a://` URI Spark takes.
+Python reader (`deltalake`) through its own object store; our own
+bookkeeping (landing listings, manifests, checkpoint guards) through
+pyarrow's `S3FileSystem`, and the writer lock, which needs conditional
+writes (`If-None-Match`, `If-Match`) that pyarrow does not offer, through
+boto3. `S3Path` gives the part of `pathlib.Path`'s interface the pipeline
+uses, so code that reads and writes small files under the data root works
+on either kind of root: `str()` of an `S3Path` is the `s3a://` URI Spark
+takes.
 
 S3 has no folders: a "folder" is a key prefix, which exists while some key
 starts with it; `mkdir` writes an empty marker object (`<key>/`), as Hadoop
-does. A PUT replaces an object whole, so writing is atomic without a rename.
-Connection settings come from the standard AWS variables, read once by
-`lakehouse.runtime.settings`.
+and pyarrow do. A PUT replaces an object whole, so writing is atomic
+without a rename. Connection settings come from the standard AWS variables,
+read once by `lakehouse.runtime.settings`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import fnmatch
 import functools
 import os
@@ -27,8 +29,13 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote, urlparse
+
+from lakehouse.errors import LakehouseError
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
 
 URI = re.compile(r"(?P<scheme>s3a?)://(?P<bucket>[^/]+)/?(?P<key>.*)")
 
@@ -52,7 +59,11 @@ class S3Connection:
         return self.endpoint_url is not None
 
     def client(self) -> Any:
+        """boto3's S3 client: the writer lock's conditional writes, which pyarrow lacks."""
         return _client(self)
+
+    def filesystem(self) -> pafs.S3FileSystem:
+        return _filesystem(self)
 
     def spark_conf(self) -> dict[str, str]:
         """S3A's settings for this connection (Hadoop's `fs.s3a.*`, as `spark.hadoop.*`)."""
@@ -104,8 +115,28 @@ def _client(connection: S3Connection) -> Any:
         config=Config(
             s3={"addressing_style": "path" if connection.path_style else "auto"},
             retries={"mode": "standard", "max_attempts": 5},
-            max_pool_connections=32,
         ),
+    )
+
+
+@functools.cache
+def _filesystem(connection: S3Connection) -> pafs.S3FileSystem:
+    """pyarrow's S3 filesystem for the connection: path-style with an endpoint of its
+    own, Amazon S3's virtual hosts without; keys None: the AWS SDK's default chain."""
+    endpoint = urlparse(connection.endpoint_url) if connection.endpoint_url else None
+    keys = (
+        {"access_key": connection.access_key_id, "secret_key": connection.secret_access_key}
+        if connection.access_key_id and connection.secret_access_key
+        else {}
+    )
+    from pyarrow import fs
+
+    return fs.S3FileSystem(
+        **keys,
+        region=connection.region,
+        endpoint_override=endpoint.netloc if endpoint else None,
+        scheme=endpoint.scheme if endpoint else "https",
+        retry_strategy=fs.AwsStandardS3RetryStrategy(max_attempts=5),
     )
 
 
@@ -117,6 +148,11 @@ class ObjectStat(NamedTuple):
 
 class PreconditionFailedError(Exception):
     """A conditional write or delete found the object not as expected (HTTP 412)."""
+
+
+class ObjectStoreError(LakehouseError):
+    """The object store failed a read (the network, the service): not the object's fault,
+    unlike an `OSError` a caller takes for a damaged file."""
 
 
 @dataclass(frozen=True, order=True)
@@ -172,73 +208,67 @@ class S3Path:
             raise ValueError(f"{self} is not under {other}")
         return self.key[len(other.key) :].lstrip("/")
 
-    # -- reading -------------------------------------------------------------
+    # -- reading (pyarrow.fs) ------------------------------------------------
     @property
-    def _client(self) -> Any:
-        return self.connection.client()
+    def _fs(self) -> pafs.S3FileSystem:
+        return self.connection.filesystem()
 
-    def _prefix(self) -> str:
-        return f"{self.key}/" if self.key else ""
+    @property
+    def _arrow(self) -> str:
+        """The path as pyarrow names it: bucket/key."""
+        return f"{self.bucket}/{self.key}" if self.key else self.bucket
+
+    def _of(self, info: pafs.FileInfo) -> S3Path:
+        return S3Path(self.bucket, info.path.partition("/")[2], self.connection)
+
+    def _type(self) -> pafs.FileType:
+        return self._fs.get_file_info(self._arrow).type
 
     def is_file(self) -> bool:
-        return self._head() is not None
+        from pyarrow.fs import FileType
+
+        return bool(self.key) and self._type() == FileType.File
 
     def is_dir(self) -> bool:
-        answer = self._client.list_objects_v2(Bucket=self.bucket, Prefix=self._prefix(), MaxKeys=1)
-        return bool(answer.get("KeyCount"))
+        """A marker object (`<key>/`) or any key under the prefix."""
+        from pyarrow.fs import FileType
+
+        return self._type() == FileType.Directory
 
     def exists(self) -> bool:
-        return self.is_file() or self.is_dir()
+        from pyarrow.fs import FileType
 
-    def _head(self) -> dict[str, Any] | None:
-        from botocore.exceptions import ClientError
-
-        if not self.key:
-            return None
-        try:
-            return dict(self._client.head_object(Bucket=self.bucket, Key=self.key))
-        except ClientError as error:
-            if error.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
-                return None
-            raise
+        return self._type() != FileType.NotFound
 
     def stat(self) -> ObjectStat:
-        head = self._head()
-        if head is None:
+        from pyarrow.fs import FileType
+
+        info = self._fs.get_file_info(self._arrow)
+        if not self.key or info.type != FileType.File:
             raise FileNotFoundError(str(self))
-        return _stat(head["ContentLength"], head["LastModified"])
+        return _stat(info)
+
+    def _below(self, recursive: bool) -> list[pafs.FileInfo]:
+        from pyarrow.fs import FileSelector
+
+        selector = FileSelector(self._arrow, allow_not_found=True, recursive=recursive)
+        return list(self._fs.get_file_info(selector))
 
     def objects(self) -> Iterator[tuple[S3Path, ObjectStat]]:
         """Every object under this prefix, at any depth (folder markers left out)."""
-        pages = self._client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=self._prefix()
-        )
-        for page in pages:
-            for item in page.get("Contents", []):
-                if not item["Key"].endswith("/"):
-                    yield (
-                        S3Path(self.bucket, item["Key"], self.connection),
-                        _stat(item["Size"], item["LastModified"]),
-                    )
+        from pyarrow.fs import FileType
+
+        for info in self._below(recursive=True):
+            if info.type == FileType.File:
+                yield self._of(info), _stat(info)
 
     def listing(self) -> tuple[list[tuple[S3Path, ObjectStat]], list[S3Path]]:
         """One level under this prefix: its objects with their sizes, and its sub-prefixes."""
-        files: list[tuple[S3Path, ObjectStat]] = []
-        folders: list[S3Path] = []
-        pages = self._client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=self._prefix(), Delimiter="/"
-        )
-        for page in pages:
-            for item in page.get("Contents", []):
-                if item["Key"] != self._prefix():  # the prefix's own folder marker
-                    files.append(
-                        (
-                            S3Path(self.bucket, item["Key"], self.connection),
-                            _stat(item["Size"], item["LastModified"]),
-                        )
-                    )
-            for common in page.get("CommonPrefixes", []):
-                folders.append(S3Path(self.bucket, common["Prefix"].rstrip("/"), self.connection))
+        from pyarrow.fs import FileType
+
+        below = self._below(recursive=False)
+        files = [(self._of(i), _stat(i)) for i in below if i.type == FileType.File]
+        folders = [self._of(i) for i in below if i.type == FileType.Directory]
         return files, folders
 
     def iterdir(self) -> Iterator[S3Path]:
@@ -254,41 +284,29 @@ class S3Path:
                 yield from child.glob(rest) if rest else (child,)
 
     def read_bytes(self) -> bytes:
-        return bytes(self.open_binary().read())
+        with self.open_binary() as stream:
+            return stream.read()
 
     def read_text(self, encoding: str = "utf-8", errors: str = "strict") -> str:
         return self.read_bytes().decode(encoding, errors)
 
-    def read_with_etag(self) -> tuple[bytes, str]:
-        """The object's content and its ETag (for a later conditional write)."""
-        answer = self._get()
-        return answer["Body"].read(), answer["ETag"]
+    def open_binary(self) -> ObjectStream:
+        """The object as a stream, read as it is consumed (constant memory). A missing
+        object is a `FileNotFoundError`; a failing store, an `ObjectStoreError`."""
+        with _store_errors(self):
+            return ObjectStream(self, self._fs.open_input_stream(self._arrow))
 
-    def open_binary(self) -> IO[bytes]:
-        """The object as a stream, read as it is consumed (constant memory)."""
-        body: IO[bytes] = self._get()["Body"]
-        return body
-
-    def _get(self) -> dict[str, Any]:
-        from botocore.exceptions import ClientError
-
-        try:
-            return dict(self._client.get_object(Bucket=self.bucket, Key=self.key))
-        except ClientError as error:
-            if error.response["Error"]["Code"] in ("404", "NoSuchKey"):
-                raise FileNotFoundError(str(self)) from None
-            raise
-
-    # -- writing -------------------------------------------------------------
+    # -- writing (pyarrow.fs) ------------------------------------------------
     def mkdir(self, parents: bool = False, exist_ok: bool = False) -> None:
         """An empty folder marker (the key and a slash), as Hadoop's S3A `mkdirs` writes:
         a prefix with no object under it does not exist, and Spark's file source
         refuses to stream from a folder that does not exist (bronze's manifests
         before the first landing file)."""
-        self._client.put_object(Bucket=self.bucket, Key=self._prefix(), Body=b"")
+        self._fs.create_dir(self._arrow, recursive=True)
 
     def write_bytes(self, data: bytes) -> int:
-        self._client.put_object(Bucket=self.bucket, Key=self.key, Body=data)
+        with self._fs.open_output_stream(self._arrow) as stream:
+            stream.write(data)
         return len(data)
 
     def write_text(self, text: str, encoding: str = "utf-8") -> int:
@@ -296,12 +314,57 @@ class S3Path:
 
     @contextlib.contextmanager
     def open_write(self) -> Iterator[IO[bytes]]:
-        """A stream that becomes the object when it closes: spooled in a local temporary
-        file (constant memory), then uploaded (in parts when large)."""
+        """A stream that becomes the object when it closes, and never if the writing
+        fails: spooled in a local temporary file (constant memory), then uploaded (in
+        parts when large)."""
         with tempfile.TemporaryFile() as spool:
             yield spool
             spool.seek(0)
-            self._client.upload_fileobj(spool, self.bucket, self.key)
+            with self._fs.open_output_stream(self._arrow) as stream:
+                stream.upload(spool)
+
+    def unlink(self, missing_ok: bool = False, if_match: str | None = None) -> None:
+        if if_match is not None:
+            with _conditional_request():
+                self._client.delete_object(Bucket=self.bucket, Key=self.key, IfMatch=if_match)
+            return
+        try:
+            self._fs.delete_file(self._arrow)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def remove_tree(self) -> None:
+        """Delete every object under this prefix, folder markers (keys ending in /) too:
+        Hadoop's S3A may leave some, and Spark takes a marker for a folder that exists."""
+        if not self.key:  # the whole bucket's objects, never the bucket
+            self._fs.delete_dir_contents(self.bucket, missing_dir_ok=True)
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.delete_dir(self._arrow)
+
+    def move_tree(self, target: S3Path) -> None:
+        """Copy every object under this prefix to `target` (same relative keys), then delete."""
+        for path, _ in self.objects():
+            self._fs.copy_file(path._arrow, (target / path.relative_to(self))._arrow)
+        self.remove_tree()
+
+    # -- the writer lock's conditional writes (boto3) -------------------------
+    @property
+    def _client(self) -> Any:
+        return self.connection.client()
+
+    def read_with_etag(self) -> tuple[bytes, str]:
+        """The object's content and its ETag (for a later conditional write)."""
+        from botocore.exceptions import ClientError
+
+        try:
+            answer = self._client.get_object(Bucket=self.bucket, Key=self.key)
+        except ClientError as error:
+            if error.response["Error"]["Code"] in ("404", "NoSuchKey"):
+                raise FileNotFoundError(str(self)) from None
+            raise
+        return answer["Body"].read(), answer["ETag"]
 
     def put(self, data: bytes, if_none_match: bool = False, if_match: str | None = None) -> str:
         """Write the object, optionally only if absent or unchanged; its new ETag.
@@ -319,36 +382,40 @@ class S3Path:
             )
         return str(answer["ETag"])
 
-    def unlink(self, missing_ok: bool = False, if_match: str | None = None) -> None:
-        if not missing_ok and not self.is_file():
-            raise FileNotFoundError(str(self))
-        with _conditional_request():
-            conditions = {"IfMatch": if_match} if if_match else {}
-            self._client.delete_object(Bucket=self.bucket, Key=self.key, **conditions)
 
-    def remove_tree(self) -> None:
-        """Delete every object under this prefix, folder markers (keys ending in /) too:
-        Hadoop's S3A may leave some, and Spark takes a marker for a folder that exists."""
-        pages = self._client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=self._prefix()
-        )
-        keys = [{"Key": item["Key"]} for page in pages for item in page.get("Contents", [])]
-        keys += [{"Key": self.key + "/"}] if self.key else []  # the prefix's own marker
-        for start in range(0, len(keys), 1000):
-            self._client.delete_objects(
-                Bucket=self.bucket, Delete={"Objects": keys[start : start + 1000], "Quiet": True}
-            )
+class ObjectStream:
+    """An object's input stream whose failures are the store's (`ObjectStoreError`)."""
 
-    def move_tree(self, target: S3Path) -> None:
-        """Copy every object under this prefix to `target` (same relative keys), then delete."""
-        for path, _ in self.objects():
-            destination = target / path.relative_to(self)
-            self._client.copy_object(
-                Bucket=destination.bucket,
-                Key=destination.key,
-                CopySource={"Bucket": path.bucket, "Key": path.key},
-            )
-        self.remove_tree()
+    def __init__(self, path: S3Path, stream: Any) -> None:
+        self.path, self.stream = path, stream
+
+    def read(self, size: int = -1) -> bytes:
+        with _store_errors(self.path):
+            return bytes(self.stream.read() if size < 0 else self.stream.read(size))
+
+    def seek(self, offset: int, whence: int = 0, /) -> int:
+        """What gzip asks of a file object; pyarrow's input stream cannot seek."""
+        return int(self.stream.seek(offset, whence))
+
+    def close(self) -> None:
+        self.stream.close()
+
+    def __enter__(self) -> ObjectStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def _store_errors(path: S3Path) -> Iterator[None]:
+    """pyarrow's `OSError`s as `ObjectStoreError`s, but for a missing object."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise ObjectStoreError(f"reading {path} from the object store failed: {error}") from error
 
 
 @contextlib.contextmanager
@@ -366,9 +433,8 @@ def _conditional_request() -> Iterator[None]:
         raise
 
 
-def _stat(size: int, modified: dt.datetime) -> ObjectStat:
-    seconds = modified.timestamp()
-    return ObjectStat(int(size), seconds, round(seconds * 1_000_000) * 1000)
+def _stat(info: pafs.FileInfo) -> ObjectStat:
+    return ObjectStat(int(info.size), info.mtime_ns / 1e9, int(info.mtime_ns))
 
 
 def is_object_store_uri(root: str) -> bool:
