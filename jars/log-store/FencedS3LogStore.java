@@ -42,6 +42,7 @@ public class FencedS3LogStore extends S3SingleDriverLogStore {
     public static final String LOCK = "lakehouse.writer.lock";
     public static final String HOLDER = "lakehouse.writer.token";
     private static final String CONDITIONAL_CREATE = "fs.option.create.conditional.overwrite";
+    private static final int READ_ATTEMPTS = 4;
     private static final Pattern TOKEN_FIELD = Pattern.compile("\"token\"\\s*:\\s*\"([^\"]*)\"");
     private static final Pattern LEASE_FIELD =
         Pattern.compile("\"lease_until\"\\s*:\\s*([0-9.eE+-]+)");
@@ -97,10 +98,9 @@ public class FencedS3LogStore extends S3SingleDriverLogStore {
         if (lock == null || lock.isEmpty() || token == null || token.isEmpty()) {
             return;
         }
-        final Path path = new Path(lock);
         final String body;
-        try (FSDataInputStream in = path.getFileSystem(conf).open(path)) {
-            body = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        try {
+            body = readLock(new Path(lock), conf);
         } catch (FileNotFoundException e) {
             throw lost(lock, "the lock object is gone: another writer took it and released it");
         }
@@ -112,6 +112,27 @@ public class FencedS3LogStore extends S3SingleDriverLogStore {
         final double until = lease.find() ? Double.parseDouble(lease.group(1)) : 0;
         if (until * 1000 < System.currentTimeMillis()) {
             throw lost(lock, "its lease expired and was not renewed");
+        }
+    }
+
+    /**
+     * The lock object's content, read again when it changed while it was read. S3A
+     * opens an object with the ETag its HEAD saw and reads it with that ETag as a
+     * condition: when the holder's own lease renewal (a PUT every third of the lease)
+     * lands between the two, S3 answers 412 (Precondition Failed), which is no news
+     * about the lock. Another answer, or a fourth 412 in a row, fails the commit.
+     */
+    private static String readLock(Path path, Configuration conf) throws IOException {
+        for (int attempt = 1; ; attempt++) {
+            try (FSDataInputStream in = path.getFileSystem(conf).open(path)) {
+                return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+            } catch (FileNotFoundException e) {
+                throw e;
+            } catch (IOException e) {
+                if (attempt == READ_ATTEMPTS || !preconditionFailed(e)) {
+                    throw e;
+                }
+            }
         }
     }
 

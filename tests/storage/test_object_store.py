@@ -1,9 +1,9 @@
 """The lakehouse on an object-store data root: `s3a://` on a real S3 API server.
 
 In every CI run: the writer lock on S3 (a conditional write, a dead writer's
-lock taken over, the lease renewed). In the full tier: a writer paused past
-its lease commits nothing once another writer holds the lock (the fenced log
-store).
+lock taken over, the lease renewed, Delta commits going on while it is renewed
+under them). In the full tier: a writer paused past its lease commits nothing
+once another writer holds the lock (the fenced log store).
 
 The server is S3Proxy (jars/s3proxy/), started and stopped with the README's
 `make s3-up` / `make s3-down` on a free port, its credentials generated. Every
@@ -33,6 +33,7 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -306,6 +307,25 @@ def test_the_lease_is_renewed_while_the_writer_works(s3, monkeypatch):
         assert json.loads(lock.read_text())["lease_until"] > first + 0.4
         with pytest.raises(WriterBusyError), writer_lock(root, "backfill", timeout_seconds=0.5):
             pass
+
+
+def test_commits_go_on_while_the_lease_is_renewed_under_them(s3):
+    """The fenced log store reads the lock object before each commit; a renewal landing
+    between S3A's HEAD and GET is answered 412, which says nothing about who holds the
+    lock: it reads the lock again instead of failing the commit."""
+    env = {**os.environ, **s3.env_for(s3.root("renewals"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.storage.commits_under_renewal", "20"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcome["commits"] == 20 and outcome["renewals"] > 100, outcome
 
 
 def delta_commits(root: S3Path) -> set[str]:
