@@ -120,7 +120,8 @@ public class FencedS3LogStore extends S3SingleDriverLogStore {
      * opens an object with the ETag its HEAD saw and reads it with that ETag as a
      * condition: when the holder's own lease renewal (a PUT every third of the lease)
      * lands between the two, S3 answers 412 (Precondition Failed), which is no news
-     * about the lock. Another answer, or a fourth 412 in a row, fails the commit.
+     * about the lock: it is read again, a little later each time. Another answer, or
+     * a fourth 412 in a row, fails the commit.
      */
     private static String readLock(Path path, Configuration conf) throws IOException {
         for (int attempt = 1; ; attempt++) {
@@ -132,6 +133,12 @@ public class FencedS3LogStore extends S3SingleDriverLogStore {
                 if (attempt == READ_ATTEMPTS || !preconditionFailed(e)) {
                     throw e;
                 }
+            }
+            try {
+                Thread.sleep(50L * attempt);  // the renewal's PUT may still be landing
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new java.io.InterruptedIOException("interrupted reading " + path);
             }
         }
     }

@@ -6,7 +6,7 @@ configured for the test's S3 server): `python -m tests.storage.commits_under_ren
 
 Before each commit the fenced log store (jars/log-store/) reads the lock object
 through S3A, which opens it with a HEAD and reads it with the ETag it saw; a renewal
-between the two is answered 412. Here a thread renews the lease every 30 ms (a run
+between the two is answered 412. Here a thread renews the lease every 100 ms (a run
 renews it every third of the lease) while the main thread commits appends to a Delta
 table; it prints one JSON line: commits made, renewals made, and the first error.
 """
@@ -42,7 +42,7 @@ def main(commits: int) -> int:
 
     def renew() -> None:
         nonlocal etag
-        while not done.wait(0.03):
+        while not done.wait(0.1):
             etag = lock.put(body(), if_match=etag)
             renewals[0] += 1
 
