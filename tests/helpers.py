@@ -139,18 +139,22 @@ COMPILED = {SUBMIT_OPTS: os.environ.get(SUBMIT_OPTS, "").replace(INTERPRETED, ""
 
 
 def start_cli(
-    *args: str, env: dict[str, str] | None = None, output: Path | None = None
+    *args: str,
+    env: dict[str, str] | None = None,
+    output: Path | None = None,
+    module: str = "lakehouse",
 ) -> subprocess.Popen:
     """Start `python -m lakehouse ...` in its own process group, as a user or Airflow would
     (its plans interpreted, as every JVM of the tests, unless `env` says `COMPILED`).
 
     Its stdout and stderr are pipes, or, with `output`, appended to that file
-    (for a process nobody reads while it runs).
+    (for a process nobody reads while it runs). `module`: another `python -m` program
+    of the tests' that starts a Spark JVM of its own.
     """
     sink = open(output, "a") if output else subprocess.PIPE  # noqa: SIM115 (the child keeps it)
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "lakehouse", *args],
+            [sys.executable, "-m", module, *args],
             cwd=REPO,
             env={**os.environ, "LAKEHOUSE_SHUFFLE_PARTITIONS": "2", **(env or {})},
             stdout=sink,
@@ -171,10 +175,11 @@ def kill_group(process: subprocess.Popen) -> None:
 
 
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: int = 600
+    *args: str, env: dict[str, str] | None = None, timeout: int = 600, module: str = "lakehouse"
 ) -> subprocess.CompletedProcess:
-    """Run `python -m lakehouse ...` to completion; nothing it started outlives it."""
-    process = start_cli(*args, env=env)
+    """Run `python -m lakehouse ...` (or `module`) to completion; nothing it started
+    outlives it."""
+    process = start_cli(*args, env=env, module=module)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     finally:

@@ -38,13 +38,13 @@ def main(commits: int) -> int:
     etag = lock.put(body(), if_none_match=True)
     for key, value in zip(FENCE_SETTINGS, (str(lock), token), strict=True):
         spark.conf.set(key, value)
-    done, renewals = threading.Event(), [0]
+    done, renewals = threading.Event(), 0
 
     def renew() -> None:
-        nonlocal etag
+        nonlocal etag, renewals
         while not done.wait(0.1):
             etag = lock.put(body(), if_match=etag)
-            renewals[0] += 1
+            renewals += 1
 
     renewer = threading.Thread(target=renew, daemon=True)
     renewer.start()
@@ -59,7 +59,7 @@ def main(commits: int) -> int:
         done.set()
         renewer.join()
         lock.unlink(missing_ok=True)
-    print(json.dumps({"commits": made, "renewals": renewals[0], "error": error}))
+    print(json.dumps({"commits": made, "renewals": renewals, "error": error}))
     return 0 if error is None else 1
 
 

@@ -33,7 +33,6 @@ import random
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -313,15 +312,8 @@ def test_commits_go_on_while_the_lease_is_renewed_under_them(s3):
     """The fenced log store reads the lock object before each commit; a renewal landing
     between S3A's HEAD and GET is answered 412, which says nothing about who holds the
     lock: it reads the lock again instead of failing the commit."""
-    env = {**os.environ, **s3.env_for(s3.root("renewals"))}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.storage.commits_under_renewal", "20"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    done = run_cli(
+        "20", env=s3.env_for(s3.root("renewals")), module="tests.storage.commits_under_renewal"
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
